@@ -1,0 +1,268 @@
+"""`RadixCache`: a radix tree from token prefixes to the KV slots holding them (§4).
+
+Keys are page-aligned when page_size > 1 (a node's key length is a multiple of the page
+size, and children are keyed by their first page). LRU order is a logical tick advanced on
+every `match_prefix` and `insert` call that touches the tree; the nodes a call matches get
+its tick. Eviction pops the least recently used unlocked leaf (ties: the older node) and
+removes it whole, so it may free more than asked.
+
+NOTE: only the matched part of a node is touched. When a match ends inside a node, the
+node is split and the unmatched remainder keeps its older tick, so a page's tick is the
+last call that matched it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from shared.prefix_cache import MatchResult
+from shared.req_to_token_pool import ReqToTokenPool
+from shared.token_allocator import TokenToKVPoolAllocator
+
+if TYPE_CHECKING:
+    from shared.req import Req
+
+
+class TreeNode:
+    """A run of tokens (`key`, [n] int64) and the KV slots holding them (`value`, [n] int64)."""
+
+    __slots__ = ("children", "key", "last_access", "lock_ref", "node_id", "parent", "value")
+
+    def __init__(self, key: np.ndarray, value: np.ndarray, parent: TreeNode | None,
+                 node_id: int, last_access: int, lock_ref: int = 0) -> None:
+        self.children: dict[int | tuple[int, ...], TreeNode] = {}
+        self.key = key
+        self.value = value
+        self.parent = parent
+        self.node_id = node_id
+        self.last_access = last_access
+        self.lock_ref = lock_ref
+
+    def __repr__(self) -> str:
+        return f"TreeNode(id={self.node_id}, len={len(self.key)}, lock_ref={self.lock_ref})"
+
+
+class RadixCache:
+    """The shared-prefix KV cache. See `PrefixCache` for the contract of each method."""
+
+    def __init__(self, req_to_token_pool: ReqToTokenPool, allocator: TokenToKVPoolAllocator) -> None:
+        self.req_to_token_pool = req_to_token_pool
+        self.allocator = allocator
+        self.page_size = allocator.page_size
+        self._tick = 0
+        self._num_nodes = 0
+        empty = np.zeros(0, dtype=np.int64)
+        self.root = TreeNode(empty, empty, None, self._new_id(), 0, lock_ref=1)
+        self._evictable_size = 0
+        self._protected_size = 0
+        self._evictable_leaves: set[TreeNode] = set()
+
+    # --- queries -----------------------------------------------------------------------
+
+    def evictable_size(self) -> int:
+        return self._evictable_size
+
+    def protected_size(self) -> int:
+        return self._protected_size
+
+    def total_size(self) -> int:
+        return self._evictable_size + self._protected_size
+
+    def match_prefix(self, key: Sequence[int]) -> MatchResult:
+        key = self._page_aligned(key)
+        if len(key) == 0:
+            return MatchResult(np.zeros(0, dtype=np.int64), self.root)
+        node, values, _ = self._walk(key)
+        return MatchResult(np.concatenate(values) if values else key[:0], node)
+
+    # --- updates -----------------------------------------------------------------------
+
+    def insert(self, key: Sequence[int], value: np.ndarray) -> int:
+        key = self._page_aligned(key)
+        if len(key) == 0:
+            return 0
+        node, _, matched = self._walk(key)
+        if matched < len(key):
+            self._add_leaf(node, key[matched:].copy(),
+                           np.array(value[matched : len(key)], dtype=np.int64))
+        return matched
+
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
+        committed = req.pop_committed_kv_cache()
+        kv = self.req_to_token_pool.req_to_token[req.req_pool_idx, :committed].astype(np.int64)
+        aligned = committed // self.page_size * self.page_size
+        if is_insert:
+            tokens = (req.origin_input_ids + req.output_ids)[:aligned]
+            already = self.insert(tokens, kv[:aligned])
+            self.allocator.free(kv[req.cache_protected_len : already])
+        else:
+            self.allocator.free(kv[req.cache_protected_len : aligned])
+        self.allocator.free(kv[aligned:])
+        self.dec_lock_ref(req.last_node)
+
+    def cache_unfinished_req(self, req: Req, chunked: bool = False) -> None:
+        # Row layout before:  [0, protected) tree's slots | [protected, n) this request's slots
+        # after:              [0, aligned) tree's slots   | [aligned, n) private partial page
+        row = req.req_pool_idx
+        n = len(req.fill_ids)
+        kv = self.req_to_token_pool.req_to_token[row, :n].astype(np.int64)
+        aligned = n // self.page_size * self.page_size
+        protected = req.cache_protected_len
+        already = self.insert(req.fill_ids[:aligned], kv[:aligned])
+        self.allocator.free(kv[protected:already])
+        tree_slots, new_last = self.match_prefix(req.fill_ids[:aligned])
+        if len(tree_slots) != aligned:
+            raise AssertionError(f"cache_unfinished_req: matched {len(tree_slots)} of {aligned}")
+        self.req_to_token_pool.write(row, protected, tree_slots[protected:])
+        self.dec_lock_ref(req.last_node)
+        self.inc_lock_ref(new_last)
+        req.prefix_indices = np.concatenate((tree_slots, kv[aligned:]))
+        req.cache_protected_len = aligned
+        req.last_node = new_last
+
+    def inc_lock_ref(self, node: TreeNode | None) -> None:
+        for x in self._path_to_root(node):
+            if x.lock_ref == 0:
+                self._evictable_size -= len(x.key)
+                self._protected_size += len(x.key)
+            x.lock_ref += 1
+            self._evictable_leaves.discard(x)
+
+    def dec_lock_ref(self, node: TreeNode | None) -> None:
+        for x in self._path_to_root(node):
+            if x.lock_ref <= 0:
+                raise AssertionError(f"dec_lock_ref on unlocked {x!r}")
+            x.lock_ref -= 1
+            if x.lock_ref == 0:
+                self._evictable_size += len(x.key)
+                self._protected_size -= len(x.key)
+                self._refresh_leaf(x)
+
+    def evict(self, num_tokens: int) -> int:
+        heap = [(x.last_access, x.node_id, x) for x in self._evictable_leaves]
+        heapq.heapify(heap)
+        evicted = 0
+        while evicted < num_tokens and heap:
+            _, _, x = heapq.heappop(heap)
+            evicted += self._delete_leaf(x)
+            parent = x.parent
+            if parent in self._evictable_leaves:
+                heapq.heappush(heap, (parent.last_access, parent.node_id, parent))
+        return evicted
+
+    # --- integrity ---------------------------------------------------------------------
+
+    def check_integrity(self) -> None:
+        """Sizes, leaf set, lock counts, page alignment and slot ownership are consistent."""
+        if self.root.lock_ref != 1:
+            raise AssertionError("root lock_ref must stay 1")
+        evictable = protected = 0
+        leaves, slots = set(), []
+        for x in self._nodes():
+            self._check_node(x)
+            evictable += len(x.key) if x.lock_ref == 0 else 0
+            protected += len(x.key) if x.lock_ref > 0 else 0
+            if x.lock_ref == 0 and not x.children:
+                leaves.add(x)
+            slots.append(x.value)
+        if (evictable, protected) != (self._evictable_size, self._protected_size):
+            raise AssertionError(f"sizes {(evictable, protected)} != recorded "
+                                 f"{(self._evictable_size, self._protected_size)}")
+        if leaves != self._evictable_leaves:
+            raise AssertionError("evictable leaf set is stale")
+        all_slots = np.concatenate(slots) if slots else np.zeros(0, np.int64)
+        if np.unique(all_slots).size != all_slots.size:
+            raise AssertionError("a KV slot is held by two tree nodes")
+        if all_slots.size and self.allocator.is_free(all_slots).any():
+            raise AssertionError("a KV slot held by the tree is on the allocator's free list")
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def _new_id(self) -> int:
+        self._num_nodes += 1
+        return self._num_nodes
+
+    def _page_aligned(self, key: Sequence[int]) -> np.ndarray:
+        key = np.asarray(key, dtype=np.int64)
+        return key[: len(key) // self.page_size * self.page_size]
+
+    def _child_key(self, key: np.ndarray) -> int | tuple[int, ...]:
+        return int(key[0]) if self.page_size == 1 else tuple(key[: self.page_size].tolist())
+
+    def _match_len(self, a: np.ndarray, b: np.ndarray) -> int:
+        n = min(len(a), len(b))
+        diff = np.flatnonzero(a[:n] != b[:n])
+        common = int(diff[0]) if diff.size else n
+        return common // self.page_size * self.page_size
+
+    def _walk(self, key: np.ndarray) -> tuple[TreeNode, list[np.ndarray], int]:
+        """Follow `key` down, splitting where the match ends inside a node; touch the
+        matched nodes. Returns (deepest matched node, their values, matched length)."""
+        self._tick += 1
+        node, values, matched = self.root, [], 0
+        while matched < len(key):
+            child = node.children.get(self._child_key(key[matched:]))
+            if child is None:
+                break
+            n = self._match_len(child.key, key[matched:])
+            if n < len(child.key):
+                child = self._split(child, n)
+            child.last_access = self._tick
+            values.append(child.value)
+            node, matched = child, matched + n
+        return node, values, matched
+
+    def _split(self, child: TreeNode, n: int) -> TreeNode:
+        """Cut `child` after n tokens; the new upper node takes child's place and lock count."""
+        parent = child.parent
+        upper = TreeNode(child.key[:n], child.value[:n], parent, self._new_id(),
+                         child.last_access, lock_ref=child.lock_ref)
+        parent.children[self._child_key(upper.key)] = upper
+        child.key, child.value, child.parent = child.key[n:], child.value[n:], upper
+        upper.children[self._child_key(child.key)] = child
+        return upper
+
+    def _add_leaf(self, parent: TreeNode, key: np.ndarray, value: np.ndarray) -> None:
+        leaf = TreeNode(key, value, parent, self._new_id(), self._tick)
+        parent.children[self._child_key(key)] = leaf
+        self._evictable_size += len(key)
+        self._evictable_leaves.discard(parent)
+        self._evictable_leaves.add(leaf)
+
+    def _delete_leaf(self, x: TreeNode) -> int:
+        self.allocator.free(x.value)
+        del x.parent.children[self._child_key(x.key)]
+        self._evictable_size -= len(x.key)
+        self._evictable_leaves.discard(x)
+        self._refresh_leaf(x.parent)
+        return len(x.key)
+
+    def _refresh_leaf(self, x: TreeNode) -> None:
+        if x is not self.root and x.lock_ref == 0 and not x.children:
+            self._evictable_leaves.add(x)
+        else:
+            self._evictable_leaves.discard(x)
+
+    def _path_to_root(self, node: TreeNode | None) -> Iterator[TreeNode]:
+        while node is not None and node is not self.root:
+            yield node
+            node = node.parent
+
+    def _nodes(self) -> Iterator[TreeNode]:
+        stack = list(self.root.children.values())
+        while stack:
+            x = stack.pop()
+            stack.extend(x.children.values())
+            yield x
+
+    def _check_node(self, x: TreeNode) -> None:
+        if len(x.key) == 0 or len(x.key) != len(x.value) or len(x.key) % self.page_size:
+            raise AssertionError(f"{x!r}: key/value lengths {len(x.key)}/{len(x.value)}")
+        if x.parent.children.get(self._child_key(x.key)) is not x:
+            raise AssertionError(f"{x!r} is not its parent's child under its first page")
+        if x.lock_ref < sum(c.lock_ref for c in x.children.values()):
+            raise AssertionError(f"{x!r}: lock_ref below its children's")

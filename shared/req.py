@@ -1,0 +1,117 @@
+"""A request as the scheduler sees it: prompt, outputs, prefix and KV bookkeeping (§2.1).
+
+Interval picture of one request's `req_to_token` row (all lengths in tokens):
+
+    [0, cache_protected_len)          owned by the radix tree (locked through last_node)
+    [cache_protected_len, len(prefix_indices))   request-private prefix (earlier chunks'
+                                                 unaligned tail when page_size > 1)
+    [len(prefix_indices), len(fill_ids))         computed by this extend
+    kv_committed_len                  tokens whose KV is valid after the last forward
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from shared.finish_reason import FinishReason
+from shared.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from shared.prefix_cache import PrefixCache
+
+
+@dataclass(eq=False)
+class Req:
+    """One generation request. Identity equality: two Req objects are never 'the same'."""
+
+    rid: str
+    origin_input_ids: list[int]
+    sampling_params: SamplingParams = field(default_factory=SamplingParams)
+    arrival_time: float = 0.0
+    output_ids: list[int] = field(default_factory=list)
+    fill_ids: list[int] = field(default_factory=list)
+    prefix_indices: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    extend_input_len: int = 0
+    extend_logprob_start_len: int = 0
+    last_node: Any = None
+    cache_protected_len: int = 0
+    req_pool_idx: int | None = None
+    kv_committed_len: int = 0
+    kv_allocated_len: int = 0
+    kv_freed: bool = False
+    is_chunked: int = 0
+    logprob_start_len: int = -1
+    finished_reason: FinishReason | None = None
+    to_finish: FinishReason | None = None
+    is_retracted: bool = False
+    retraction_count: int = 0
+    cached_tokens: int = 0
+    already_computed: int = 0
+
+    def __post_init__(self) -> None:
+        self.origin_input_ids = [int(t) for t in self.origin_input_ids]
+        # SGLang's handle_generate_request defaulting: no logprobs -> -1; logprobs asked
+        # without a start -> start at the end of the prompt (output logprobs only).
+        p = self.sampling_params
+        if not p.return_logprob:
+            self.logprob_start_len = -1
+        elif p.logprob_start_len == -1:
+            self.logprob_start_len = len(self.origin_input_ids)
+        else:
+            self.logprob_start_len = p.logprob_start_len
+
+    def __repr__(self) -> str:
+        return (f"Req(rid={self.rid!r}, prompt_len={len(self.origin_input_ids)}, "
+                f"output_len={len(self.output_ids)}, prefix={len(self.prefix_indices)}, "
+                f"extend={self.extend_input_len}, row={self.req_pool_idx})")
+
+    @property
+    def return_logprob(self) -> bool:
+        return self.sampling_params.return_logprob
+
+    @property
+    def seqlen(self) -> int:
+        return len(self.origin_input_ids) + len(self.output_ids)
+
+    def finished(self) -> bool:
+        return self.finished_reason is not None
+
+    def init_next_round_input(self, tree_cache: PrefixCache | None = None) -> None:
+        """Set `fill_ids`, match the cached prefix (when a cache is given) and the extend length.
+
+        NOTE: the prefix is capped at `len(fill_ids) - 1` so at least one token is computed
+        (its hidden row is sampled from), and at `logprob_start_len` when logprobs are asked
+        (rows from there on need hidden states). Without a cache (a chunked request
+        continuing) `prefix_indices` stays what the stash left.
+        """
+        self.fill_ids = self.origin_input_ids + self.output_ids
+        max_prefix = len(self.fill_ids) - 1
+        if self.return_logprob and self.logprob_start_len >= 0:
+            max_prefix = min(max_prefix, self.logprob_start_len)
+        max_prefix = max(max_prefix, 0)
+        if tree_cache is not None:
+            match = tree_cache.match_prefix(self.fill_ids[:max_prefix])
+            self.prefix_indices = match.device_indices
+            self.last_node = match.last_node
+            self.cache_protected_len = len(match.device_indices)
+        self.set_extend_input_len(len(self.fill_ids) - len(self.prefix_indices))
+
+    def set_extend_input_len(self, n: int) -> None:
+        """Set the extend length and the logprob start relative to this extend (in [0, n])."""
+        self.extend_input_len = n
+        pre = len(self.prefix_indices)
+        if self.logprob_start_len == -1:
+            start = len(self.fill_ids)
+        else:
+            start = max(self.logprob_start_len, pre)
+        self.extend_logprob_start_len = min(start - pre, n)
+
+    def pop_committed_kv_cache(self) -> int:
+        """The committed KV length, once: releasing a request's KV twice is a bug."""
+        if self.kv_freed:
+            raise RuntimeError(f"request {self.rid!r}: KV cache released twice")
+        self.kv_freed = True
+        return self.kv_committed_len

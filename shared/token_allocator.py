@@ -1,0 +1,144 @@
+"""`TokenToKVPoolAllocator`: hands out KV slots one page at a time (semantics §3.3–§3.4).
+
+Slot id = page * page_size + offset. Page 0 (slot 0 when page_size == 1) is never handed
+out: padding rows write their K/V there. With page_size 1 freed slots go to the back of the
+free list (FIFO reuse); with page_size > 1 freed pages go to the front (LIFO), sorted.
+
+Every allocation either succeeds whole or returns None and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class AllocatorState(NamedTuple):
+    """An opaque snapshot for `restore_state`."""
+
+    free_pages: np.ndarray
+    is_free: np.ndarray
+
+
+def _ceil_div(a: np.ndarray, b: int) -> np.ndarray:
+    return -(-a // b)
+
+
+class TokenToKVPoolAllocator:
+    """A free list of KV pages over `size` token slots (`size // page_size` pages, plus page 0)."""
+
+    def __init__(self, size: int, page_size: int = 1) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        if size < page_size:
+            raise ValueError(f"size ({size}) must hold at least one page of {page_size} tokens")
+        self.page_size = page_size
+        self.num_pages = size // page_size
+        self.size = self.num_pages * page_size
+        self._free_pages = np.arange(1, self.num_pages + 1, dtype=np.int64)
+        self._is_free = np.ones(self.num_pages + 1, dtype=bool)
+        self._is_free[0] = False
+
+    def available_size(self) -> int:
+        """Free tokens (whole free pages times page_size)."""
+        return len(self._free_pages) * self.page_size
+
+    def is_free(self, slots: np.ndarray) -> np.ndarray:
+        """Per slot: is its page on the free list? [n] bool."""
+        return self._is_free[np.asarray(slots, dtype=np.int64) // self.page_size]
+
+    def alloc(self, n: int) -> np.ndarray | None:
+        """`n` slots (a multiple of page_size) from whole pages, or None."""
+        ps = self.page_size
+        if n % ps:
+            raise ValueError(f"alloc({n}) must be a multiple of page_size {ps}")
+        pages = self._take(n // ps)
+        if pages is None:
+            return None
+        return (pages[:, None] * ps + np.arange(ps)).reshape(-1)
+
+    def alloc_extend(
+        self, prefix_lens: np.ndarray, seq_lens: np.ndarray, last_loc: np.ndarray
+    ) -> np.ndarray | None:
+        """Slots for tokens [prefix_i, seq_i) of each request, concatenated, or None.
+
+        Each request first fills the tail of its partial last page (slots last_loc+1, ...),
+        then takes whole new pages, then a new partial page. `last_loc[i]` is the slot of
+        token prefix_i - 1, or -1 when the prefix is empty.
+        """
+        pre, seq, last = (np.asarray(a, dtype=np.int64) for a in (prefix_lens, seq_lens, last_loc))
+        ps = self.page_size
+        if np.any((last + 1) % ps != pre % ps):
+            raise ValueError("alloc_extend: last_loc does not end at the prefix's page offset")
+        new_pages = _ceil_div(seq, ps) - _ceil_div(pre, ps)
+        pages = self._take(int(new_pages.sum()))
+        if pages is None:
+            return None
+        ext = seq - pre
+        rid = np.repeat(np.arange(len(seq)), ext)                   # [T] request of each token
+        pos = np.arange(int(ext.sum())) - np.repeat(np.cumsum(ext) - ext, ext) + pre[rid]  # [T]
+        partial_end = _ceil_div(pre, ps)[rid] * ps                  # [T] end of the old partial page
+        page_start = np.cumsum(new_pages) - new_pages               # [B] offset into `pages`
+        page_idx = page_start[rid] + pos // ps - partial_end // ps  # [T] (< 0 inside old page)
+        in_old_page = pos < partial_end
+        new_slot = pages[np.where(in_old_page, 0, page_idx)] * ps + pos % ps if len(pages) else 0
+        return np.where(in_old_page, last[rid] + 1 + pos - pre[rid], new_slot).astype(np.int64)
+
+    def alloc_decode(self, seq_lens: np.ndarray, last_loc: np.ndarray) -> np.ndarray | None:
+        """One slot per request for token seq_i - 1 (`seq_lens` already counts it), or None."""
+        seq, last = np.asarray(seq_lens, dtype=np.int64), np.asarray(last_loc, dtype=np.int64)
+        ps = self.page_size
+        opens_page = (seq - 1) % ps == 0                            # [B]
+        pages = self._take(int(opens_page.sum()))
+        if pages is None:
+            return None
+        slots = last + 1
+        slots[opens_page] = pages * ps
+        return slots
+
+    def free(self, slots: np.ndarray) -> None:
+        """Give back the pages holding `slots`. Raises ValueError on page 0, an out-of-range
+        slot, or a page that is already free (a double free); nothing changes then."""
+        slots = np.asarray(slots, dtype=np.int64)
+        if slots.size == 0:
+            return
+        pages = np.unique(slots // self.page_size)
+        if pages[0] < 1 or pages[-1] > self.num_pages:
+            raise ValueError(f"free: slots outside [{self.page_size}, "
+                             f"{(self.num_pages + 1) * self.page_size}) (page 0 is reserved)")
+        if np.any(self._is_free[pages]):
+            raise ValueError(f"free: page(s) {pages[self._is_free[pages]][:8].tolist()} freed twice")
+        if self.page_size == 1 and pages.size != slots.size:
+            raise ValueError("free: a slot is listed twice (double free)")
+        self._is_free[pages] = True
+        if self.page_size == 1:
+            self._free_pages = np.concatenate((self._free_pages, slots))
+        else:
+            self._free_pages = np.concatenate((pages, self._free_pages))
+
+    def backup_state(self) -> AllocatorState:
+        return AllocatorState(self._free_pages.copy(), self._is_free.copy())
+
+    def restore_state(self, state: AllocatorState) -> None:
+        self._free_pages = state.free_pages.copy()
+        self._is_free = state.is_free.copy()
+
+    def check_integrity(self) -> None:
+        """Free list holds distinct pages in [1, num_pages] that the free mask marks free."""
+        fp = self._free_pages
+        if fp.size and (fp.min() < 1 or fp.max() > self.num_pages):
+            raise AssertionError("free list holds a page outside [1, num_pages]")
+        if np.unique(fp).size != fp.size:
+            raise AssertionError("free list holds a page twice")
+        mask = np.zeros_like(self._is_free)
+        mask[fp] = True
+        if not np.array_equal(mask, self._is_free):
+            raise AssertionError("free list and free mask disagree")
+
+    def _take(self, n_pages: int) -> np.ndarray | None:
+        if n_pages > len(self._free_pages):
+            return None
+        pages, self._free_pages = self._free_pages[:n_pages], self._free_pages[n_pages:]
+        self._is_free[pages] = False
+        return pages

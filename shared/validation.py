@@ -1,0 +1,75 @@
+"""Whole-request validation, run before anything is allocated (semantics §2.3).
+
+Checked in this order: the prompt (empty, token ids outside the vocabulary, too long for
+the context), then the length budget (prompt + max_new_tokens against the context and
+against the KV pool), then every sampling parameter. The first failure raises
+`InvalidRequestError` with the field at fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from shared.invalid_request import InvalidRequestError
+from shared.sampling_params import SamplingParams
+
+CLIP_MAX_NEW_TOKENS = 4096
+
+
+def validate_request(
+    input_ids: Sequence[int] | np.ndarray,
+    sampling_params: SamplingParams,
+    *,
+    vocab_size: int,
+    context_len: int,
+    max_total_tokens: int | None = None,
+    page_size: int = 1,
+) -> None:
+    """Raise `InvalidRequestError` if the request could never be served; return None if it can."""
+    ids = _token_array(input_ids)
+    _check_prompt(ids, vocab_size, context_len)
+    _check_length_budget(len(ids), sampling_params, context_len, max_total_tokens, page_size)
+    sampling_params.validate(vocab_size, prompt_len=len(ids))
+
+
+def _token_array(input_ids: Sequence[int] | np.ndarray) -> np.ndarray:
+    if isinstance(input_ids, (str, bytes)):
+        raise InvalidRequestError("input_ids", input_ids, "must be a sequence of token ids, not text")
+    try:
+        ids = np.asarray(input_ids)
+    except (TypeError, ValueError) as e:
+        raise InvalidRequestError("input_ids", input_ids, f"not a sequence of ints ({e})") from None
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise InvalidRequestError("input_ids", input_ids, "must be a flat sequence of ints")
+    return ids
+
+
+def _check_prompt(ids: np.ndarray, vocab_size: int, context_len: int) -> None:
+    if ids.size == 0:
+        raise InvalidRequestError("input_ids", [], "the prompt is empty (at least one token needed)")
+    bad = np.flatnonzero((ids < 0) | (ids >= vocab_size))
+    if bad.size:
+        i = int(bad[0])
+        raise InvalidRequestError("input_ids", int(ids[i]),
+                                  f"token at position {i} is outside the vocabulary [0, {vocab_size})")
+    if ids.size >= context_len:
+        raise InvalidRequestError("input_ids", int(ids.size),
+                                  f"prompt length must be below the context length ({context_len})")
+
+
+def _check_length_budget(
+    n: int, p: SamplingParams, context_len: int, max_total_tokens: int | None, page_size: int
+) -> None:
+    max_new = p.max_new_tokens
+    if not isinstance(max_new, (int, np.integer)) or isinstance(max_new, bool):
+        raise InvalidRequestError("max_new_tokens", max_new, "must be an integer >= 1")
+    if n + max_new > context_len:
+        raise InvalidRequestError("max_new_tokens", max_new,
+                                  f"prompt ({n}) + max_new_tokens exceeds the context length ({context_len})")
+    if max_total_tokens is not None and n + min(max_new, CLIP_MAX_NEW_TOKENS) + page_size >= max_total_tokens:
+        raise InvalidRequestError(
+            "max_new_tokens", max_new,
+            f"prompt ({n}) + min(max_new_tokens, {CLIP_MAX_NEW_TOKENS}) + page_size ({page_size}) "
+            f"does not fit the KV pool ({max_total_tokens} tokens), even alone")

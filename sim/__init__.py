@@ -1,0 +1,1 @@
+"""batchtwin's SimPy cost-model executor: replays the spec's batches and prices each one."""

@@ -1,0 +1,23 @@
+"""Hypothesis profiles: `ci` (the default) and `thorough`, chosen by HYPOTHESIS_PROFILE."""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    deadline=None,
+    derandomize=True,
+    max_examples=100,
+    stateful_step_count=30,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+settings.register_profile(
+    "thorough",
+    deadline=None,
+    max_examples=2000,
+    stateful_step_count=100,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
