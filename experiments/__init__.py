@@ -1,0 +1,1 @@
+"""batchtwin experiments: the `batchtwin` CLI, capacity planning, calibration, fidelity, benchmarks."""

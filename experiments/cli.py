@@ -1,0 +1,61 @@
+"""The `batchtwin` command line: a registry of subcommands, one module each.
+
+A subcommand is a `Command(name, help, configure, run)`: `configure(parser)` adds its
+arguments and `run(args)` does the work and returns an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import NamedTuple
+
+from experiments import prefix_reuse
+
+
+class Command(NamedTuple):
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS = (
+    Command("prefix-reuse", prefix_reuse.HELP, prefix_reuse.configure, prefix_reuse.run),
+)
+
+
+def _version() -> str:
+    try:
+        return version("batchtwin")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="batchtwin",
+        description="One forward-batch spec (SGLang's scheduler path), two executors: "
+                    "real PyTorch and a SimPy cost-model simulator.")
+    parser.add_argument("--version", action="version", version=f"batchtwin {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for cmd in commands:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.configure(p)
+        p.set_defaults(_run=cmd.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "_run"):
+        parser.print_help()
+        return 2
+    return args._run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
