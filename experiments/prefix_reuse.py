@@ -113,7 +113,7 @@ def _prefill(mem: KVMemory, wave: list[Req], rng: np.random.Generator, vocab: in
 
 def _decode(mem: KVMemory, wave: list[Req], rng: np.random.Generator, vocab: int) -> None:
     seq = np.array([r.kv_committed_len for r in wave], dtype=np.int64)
-    mem.alloc_for_decode(wave, seq)
+    mem.alloc_for_decode([r.req_pool_idx for r in wave], seq)
     for r in wave:
         r.kv_committed_len += 1
         r.output_ids.append(int(rng.integers(vocab)))

@@ -73,17 +73,18 @@ class KVMemory:
         self._write_rows(reqs, pre, seq, out)
         return out
 
-    def alloc_for_decode(self, reqs: list[Req], seq_lens: np.ndarray) -> np.ndarray:
+    def alloc_for_decode(self, req_pool_indices: np.ndarray, seq_lens: np.ndarray) -> np.ndarray:
         """One slot per request for the token at position seq_lens[i] (lengths before this
-        step); writes `req_to_token[row, seq_lens]`. Returns out_cache_loc [B] int64."""
-        rows = np.array([r.req_pool_idx for r in reqs], dtype=np.int64)
+        step) of the request in row req_pool_indices[i]; writes `req_to_token[row, seq_lens]`.
+        Returns out_cache_loc [B] int64."""
+        rows = np.asarray(req_pool_indices, dtype=np.int64)
         seq = np.asarray(seq_lens, dtype=np.int64)
         table = self.req_to_token_pool.req_to_token
         last_loc = table[rows, seq - 1].astype(np.int64)              # [B]
-        self._evict_for(len(reqs) * self.page_size)
+        self._evict_for(len(rows) * self.page_size)
         out = self.allocator.alloc_decode(seq + 1, last_loc)
         if out is None:
-            raise KVCacheOOMError(f"decode out of KV memory: {len(reqs)} requests, "
+            raise KVCacheOOMError(f"decode out of KV memory: {len(rows)} requests, "
                                   f"{self.allocator.available_size()} tokens free")
         table[rows, seq] = out
         return out

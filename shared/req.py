@@ -109,6 +109,19 @@ class Req:
             start = max(self.logprob_start_len, pre)
         self.extend_logprob_start_len = min(start - pre, n)
 
+    def reset_for_retract(self) -> None:
+        """Back to the waiting queue: KV bookkeeping cleared, outputs kept (re-prefilled
+        later over prompt + outputs, with whatever prefix the cache still holds)."""
+        self.prefix_indices = np.zeros(0, np.int64)
+        self.last_node = None
+        self.extend_input_len = 0
+        self.cache_protected_len = 0
+        self.kv_committed_len = self.kv_allocated_len = 0
+        self.kv_freed = False
+        self.is_chunked = 0
+        self.is_retracted = True
+        self.retraction_count += 1
+
     def pop_committed_kv_cache(self) -> int:
         """The committed KV length, once: releasing a request's KV twice is a bug."""
         if self.kv_freed:

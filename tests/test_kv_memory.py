@@ -65,7 +65,7 @@ def test_request_lifecycles_conserve_slots_and_rows(prompt_list, ps, disable, ch
         _prefill(mem, r, chunk, live)
         _check_accounting(mem, live)
     for _ in range(decode_steps):
-        mem.alloc_for_decode(live, np.array([r.kv_committed_len for r in live]))
+        mem.alloc_for_decode([r.req_pool_idx for r in live], [r.kv_committed_len for r in live])
         for r in live:
             r.kv_committed_len += 1
             r.kv_allocated_len += 1

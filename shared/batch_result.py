@@ -1,0 +1,165 @@
+"""Turning a forward's sampled tokens into request progress (semantics §7.5–§7.6).
+
+Prefill: an intermediate chunk's token is discarded (recorded as -1); otherwise the token
+is appended, the request is checked for a finish, and an unfinished request's KV goes into
+the prefix cache. Decode: append, check, and release finished requests' KV. Then the step
+is recorded into the trace.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from shared.finish_reason import FinishReason
+from shared.model_runner import RunnerOutput
+from shared.req import Req
+from shared.schedule_batch import ScheduleBatch
+
+if TYPE_CHECKING:
+    from shared.scheduler import Scheduler
+
+def check_finished(req: Req, token: int, eos_ids: frozenset[int], vocab_size: int) -> FinishReason | None:
+    """SGLang's order: a pending abort, the length limit, stop tokens and EOS (unless
+    ignore_eos), then a token outside the vocabulary."""
+    p = req.sampling_params
+    if req.to_finish is not None:
+        return req.to_finish
+    if len(req.output_ids) >= p.max_new_tokens:
+        return FinishReason.by_length(p.max_new_tokens)
+    if not p.ignore_eos and (token in eos_ids or (p.stop_token_ids and token in p.stop_token_ids)):
+        return FinishReason.by_stop(token)
+    if not 0 <= token < vocab_size:
+        return FinishReason.by_abort(f"sampled token id {token} is outside the vocabulary "
+                                     f"[0, {vocab_size}) (NaN in the logits?)")
+    return None
+
+
+class BatchResultProcessor:
+    """The result half of the scheduler; holds no state of its own."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+        self.eos = frozenset(scheduler.model_info.eos_token_ids)
+        self.eos_array = np.array(sorted(self.eos), dtype=np.int64)
+
+    def process(self, batch: ScheduleBatch, output: RunnerOutput, next_token_ids, now: float,
+                finished: dict[str, FinishReason]) -> list[Req]:
+        ids = np.array(next_token_ids, dtype=np.int64).reshape(-1)  # [B], a private copy
+        if len(ids) != len(batch):
+            raise ValueError(f"next_token_ids has {len(ids)} entries for a batch of {len(batch)}")
+        if batch.forward_mode.is_extend():
+            done, recorded = self._process_prefill(batch, ids, now)
+        else:
+            done, recorded = self._process_decode(batch, ids, now), ids
+        done += self._apply_external_finishes(batch, finished, now)
+        batch.output_ids = ids
+        self._record_step(batch, output, recorded, now)
+        return done
+
+    def _process_prefill(self, batch: ScheduleBatch, ids: np.ndarray, now: float):
+        recorded = ids.copy()
+        decoding = set(map(id, batch.decoding_reqs))
+        done = []
+        for i, (req, tok) in enumerate(zip(batch.reqs, ids.tolist(), strict=True)):
+            if req.is_chunked > 0:
+                req.is_chunked -= 1
+                recorded[i] = -1
+                if req.to_finish is not None:
+                    self._abort_chunked(req, now)
+                    done.append(req)
+                continue
+            if self._append_and_check(req, tok, now):
+                done.append(req)
+            elif id(req) not in decoding:
+                self.s.mem.tree_cache.cache_unfinished_req(req)
+        return done, recorded
+
+    def _process_decode(self, batch: ScheduleBatch, ids: np.ndarray, now: float) -> list[Req]:
+        for req, tok in zip(batch.reqs, ids.tolist(), strict=True):
+            req.output_ids.append(tok)
+        # NOTE: after a decode, len(output_ids) == seq_lens - prompt_lens + 1.
+        length_done = batch.seq_lens - batch.prompt_lens + 1 >= batch.max_new_tokens
+        stop_hit = (ids[:, None] == self.eos_array).any(axis=1) | batch.per_request_info().has_stop_ids
+        maybe = length_done | (ids < 0) | (ids >= batch.vocab_size) | (~batch.ignore_eos & stop_hit)
+        if self.s.pending_aborts:
+            maybe |= np.array([r.to_finish is not None for r in batch.reqs], dtype=bool)
+        done = []
+        for i in np.flatnonzero(maybe).tolist():
+            req = batch.reqs[i]
+            reason = check_finished(req, int(ids[i]), self.eos, batch.vocab_size)
+            if reason is not None:
+                self._finish(req, reason, now)
+                done.append(req)
+        return done
+
+    def _append_and_check(self, req: Req, tok: int, now: float) -> bool:
+        req.output_ids.append(tok)
+        record = self.s.trace.requests[req.rid]
+        if record.first_token_time != record.first_token_time:  # NaN: the first token
+            record.first_token_time = now
+        reason = check_finished(req, tok, self.eos, self.s.model_info.vocab_size)
+        if reason is not None:
+            self._finish(req, reason, now)
+        return reason is not None
+
+    def _apply_external_finishes(self, batch: ScheduleBatch, finished: dict[str, FinishReason],
+                                 now: float) -> list[Req]:
+        done = []
+        for req in batch.reqs:
+            reason = finished.get(req.rid)
+            if reason is not None and not req.finished() and req.is_chunked == 0 \
+                    and req is not self.s.chunked_req:
+                self._finish(req, reason, now)
+                done.append(req)
+        return done
+
+    def _abort_chunked(self, req: Req, now: float) -> None:
+        req.kv_committed_len = len(req.fill_ids)
+        self.s.chunked_req = None
+        self._finish(req, req.to_finish, now)
+
+    def _finish(self, req: Req, reason: FinishReason, now: float) -> None:
+        req.finished_reason = reason
+        self.s.mem.release_kv_cache(req)
+        self.record_finished(req, now)
+
+    def record_finished(self, req: Req, now: float) -> None:
+        """Write a finished request's outcome into the trace and forget the request."""
+        rec = self.s.trace.requests[req.rid]
+        rec.output_len = len(req.output_ids)
+        rec.output_ids = tuple(req.output_ids)
+        rec.finish_reason = req.finished_reason
+        rec.finish_time = now
+        rec.cached_tokens = req.cached_tokens
+        rec.num_retractions = req.retraction_count
+        self.s.reqs.pop(req.rid, None)
+        self.s.pending_aborts.discard(req.rid)
+
+    def finish_unscheduled(self, req: Req, message: str) -> None:
+        """Abort a request that holds no KV (still waiting)."""
+        req.finished_reason = FinishReason.by_abort(message)
+        self.record_finished(req, self.s.step_start)
+
+    def _record_step(self, batch: ScheduleBatch, output: RunnerOutput, recorded: np.ndarray,
+                     now: float) -> None:
+        s, pos = self.s, batch.positions()
+        extend = batch.forward_mode.is_extend()
+        empty = np.zeros(0, np.int64)
+        rows = output.logit_rows
+        s.trace.append_step(
+            step=s.step, forward_mode=batch.forward_mode.name, rids=batch.rids,
+            input_ids=batch.input_ids, positions=pos.positions, out_cache_loc=batch.out_cache_loc,
+            req_pool_indices=batch.req_pool_indices, seq_lens=batch.seq_lens,
+            extend_prefix_lens=batch.prefix_lens if extend else empty,
+            extend_seq_lens=batch.extend_lens if extend else empty,
+            extend_start_loc=pos.extend_start_loc if extend else empty,
+            extend_logprob_start_lens=batch.extend_logprob_start_lens if extend else empty,
+            pruned_rows=rows.pruned_rows, sample_indices=rows.sample_indices,
+            next_token_ids=recorded, graph=bool(output.graph),
+            padded_batch_size=output.padded_batch_size or len(batch),
+            start_time=s.step_start, duration=now - s.step_start,
+            queue_len=len(s.waiting_queue),
+            kv_used_tokens=s.mem.allocator.size - s.mem.allocator.available_size())
+        s.step += 1

@@ -1,0 +1,108 @@
+"""`EngineConfig` (SGLang's server-argument names and defaults) and `ModelInfo`.
+
+`EngineConfig.resolve(model_info, kv_capacity)` returns the *effective* config: every
+default derived (context length from the model, KV capacity from the executor,
+max_running_requests as semantics §3.1, cuda_graph_max_bs 160, chunking disabled -> None).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+SCHEDULE_POLICIES = ("fcfs", "lpm", "dfs-weight", "lof", "random")
+DEFAULT_CUDA_GRAPH_MAX_BS = 160
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the scheduler needs from a model; both executors provide it."""
+
+    vocab_size: int
+    eos_token_ids: tuple[int, ...]
+    context_length: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "eos_token_ids", tuple(int(t) for t in self.eos_token_ids))
+        _positive("vocab_size", self.vocab_size)
+        _positive("context_length", self.context_length)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "eos_token_ids": list(self.eos_token_ids)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelInfo:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    page_size: int = 1
+    max_total_tokens: int | None = None
+    max_running_requests: int | None = None
+    max_prefill_tokens: int = 16384
+    chunked_prefill_size: int | None = 8192
+    enable_mixed_chunk: bool = False
+    schedule_policy: str = "fcfs"
+    random_seed: int = 0
+    disable_radix_cache: bool = False
+    schedule_conservativeness: float = 1.0
+    cuda_graph_max_bs: int | None = None
+    disable_cuda_graph: bool = False
+    context_length: int | None = None
+
+    def __post_init__(self) -> None:
+        _positive("page_size", self.page_size)
+        _positive("max_prefill_tokens", self.max_prefill_tokens)
+        for name in ("max_total_tokens", "max_running_requests", "cuda_graph_max_bs",
+                     "context_length"):
+            if getattr(self, name) is not None:
+                _positive(name, getattr(self, name))
+        if self.schedule_policy not in SCHEDULE_POLICIES:
+            raise ValueError(f"schedule_policy: unknown policy {self.schedule_policy!r}; "
+                             f"choose one of {', '.join(SCHEDULE_POLICIES)}")
+        if not self.schedule_conservativeness > 0:
+            raise ValueError(f"schedule_conservativeness must be > 0, "
+                             f"got {self.schedule_conservativeness!r}")
+        if self.max_total_tokens is not None and self.max_total_tokens < 2 * self.page_size:
+            raise ValueError(f"max_total_tokens ({self.max_total_tokens}) must hold at least "
+                             f"two pages of page_size {self.page_size}")
+
+    @property
+    def chunk_size(self) -> int | None:
+        """The chunked-prefill budget, None when chunking is disabled (None or <= 0)."""
+        c = self.chunked_prefill_size
+        return c if c is not None and c > 0 else None
+
+    def resolve(self, model_info: ModelInfo, kv_capacity: int | None = None) -> EngineConfig:
+        """The effective config. `kv_capacity` (tokens) is the executor's estimate, used when
+        `max_total_tokens` is None."""
+        total = self.max_total_tokens if self.max_total_tokens is not None else kv_capacity
+        if total is None:
+            raise ValueError("max_total_tokens: not set and the executor gave no KV capacity")
+        context = self.context_length or model_info.context_length
+        return dataclasses.replace(
+            self, max_total_tokens=total, context_length=context,
+            max_running_requests=_derive_max_running(self.max_running_requests, total, context),
+            chunked_prefill_size=self.chunk_size,
+            cuda_graph_max_bs=self.cuda_graph_max_bs or DEFAULT_CUDA_GRAPH_MAX_BS)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EngineConfig:
+        return cls(**d)
+
+
+def _derive_max_running(user: int | None, token_capacity: int, context_len: int) -> int:
+    """Semantics §3.1: est = clamp(capacity / context * 512, 2048, 4096); min with the
+    user's value when set, else with capacity // 2."""
+    est = min(max(int(token_capacity / context_len * 512), 2048), 4096)
+    return min(user, est) if user is not None else max(1, min(est, token_capacity // 2))
+
+
+def _positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")

@@ -1,0 +1,25 @@
+"""`compute_positions`: the position of every token of an extend batch (semantics §8.3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Positions(NamedTuple):
+    positions: np.ndarray         # [T] int64: prefix_i + arange(extend_i), per request
+    extend_start_loc: np.ndarray  # [B] int64: exclusive cumsum of extend_seq_lens
+
+
+def compute_positions(
+    extend_prefix_lens: Sequence[int] | np.ndarray, extend_seq_lens: Sequence[int] | np.ndarray
+) -> Positions:
+    """Positions restart at each request's prefix length; they are not batch-global.
+    A decode batch is the case prefix = seq_lens - 1, extend = 1."""
+    pre = np.asarray(extend_prefix_lens, dtype=np.int64)
+    ext = np.asarray(extend_seq_lens, dtype=np.int64)
+    start = np.cumsum(ext) - ext                                   # [B]
+    positions = np.arange(int(ext.sum()), dtype=np.int64) + np.repeat(pre - start, ext)  # [T]
+    return Positions(positions, start)

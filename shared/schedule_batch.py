@@ -1,0 +1,239 @@
+"""`ScheduleBatch`: the requests of one forward and the arrays built for it (semantics §6).
+
+Per-request arrays (`req_pool_indices`, `seq_lens`, `output_ids`, `prompt_lens`,
+`max_new_tokens`, `ignore_eos`) follow `reqs` through filter and merge. `seq_lens` counts
+every token whose KV is in the cache after this forward, this forward's tokens included.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from shared.forward_mode import ForwardMode
+from shared.kv_memory import KVMemory
+from shared.positions import Positions, compute_positions
+from shared.req import Req
+
+PER_REQ_ARRAYS = ("req_pool_indices", "seq_lens", "output_ids", "prompt_lens",
+                  "max_new_tokens", "ignore_eos")
+DEFAULT_SAMPLING_SEED = 42
+RETRACT_OOM_MESSAGE = ("Out of memory even after retracting all other requests in the decode "
+                       "batch. Aborting the last request.")
+
+
+class PerRequestInfo(NamedTuple):
+    """Per-request values a runner needs, rebuilt only when the batch's requests change."""
+
+    rids: tuple[str, ...]
+    sampling_params: tuple
+    sampling_seeds: np.ndarray          # [B] int64
+    output_ids: tuple[list[int], ...]   # live references to each request's outputs
+    top_logprobs_nums: tuple[int, ...]
+    return_logprob: bool
+    has_stop_ids: np.ndarray            # [B] bool: request has its own stop_token_ids
+
+
+class RetractResult(NamedTuple):
+    retracted: list[Req]   # back to the waiting queue, outputs kept
+    aborted: list[Req]     # a lone request that still could not fit
+
+
+def _i64(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+class ScheduleBatch:
+    def __init__(self, reqs: list[Req], mem: KVMemory, vocab_size: int,
+                 chunked_req: Req | None = None) -> None:
+        self.reqs = reqs
+        self.mem = mem
+        self.vocab_size = vocab_size
+        self.chunked_req = chunked_req
+        self.forward_mode = ForwardMode.IDLE
+        self.decoding_reqs: list[Req] = []
+        self.req_pool_indices = _i64([r.req_pool_idx if r.req_pool_idx is not None else -1
+                                      for r in reqs])
+        self.seq_lens = _i64([r.kv_committed_len for r in reqs])
+        self.output_ids = _i64([r.output_ids[-1] if r.output_ids else 0 for r in reqs])
+        self.prompt_lens = _i64([len(r.origin_input_ids) for r in reqs])
+        self.max_new_tokens = _i64([r.sampling_params.max_new_tokens for r in reqs])
+        self.ignore_eos = np.array([r.sampling_params.ignore_eos for r in reqs], dtype=bool)
+        self._clear_forward()
+
+    def _clear_forward(self) -> None:
+        self.input_ids = _i64([])
+        self.out_cache_loc = _i64([])
+        self.prefix_lens = self.extend_lens = self.extend_logprob_start_lens = _i64([])
+        self.extend_input_logprob_token_ids: np.ndarray | None = None
+        self._positions: Positions | None = None
+        self._info: PerRequestInfo | None = None
+
+    def __len__(self) -> int:
+        return len(self.reqs)
+
+    def is_empty(self) -> bool:
+        return not self.reqs
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.reqs)
+
+    @property
+    def extend_num_tokens(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def return_logprob(self) -> bool:
+        return self.per_request_info().return_logprob
+
+    @property
+    def rids(self) -> tuple[str, ...]:
+        return self.per_request_info().rids
+
+    def per_request_info(self) -> PerRequestInfo:
+        if self._info is None:
+            params = tuple(r.sampling_params for r in self.reqs)
+            seeds = _i64([DEFAULT_SAMPLING_SEED if p.sampling_seed is None else p.sampling_seed
+                          for p in params])
+            self._info = PerRequestInfo(
+                tuple(r.rid for r in self.reqs), params, seeds,
+                tuple(r.output_ids for r in self.reqs), tuple(p.top_logprobs_num for p in params),
+                any(p.return_logprob for p in params),
+                np.array([bool(p.stop_token_ids) for p in params], dtype=bool))
+        return self._info
+
+    def positions(self) -> Positions:
+        """Positions of this forward's tokens (cached until the batch changes)."""
+        if self._positions is None:
+            if self.forward_mode.is_decode():
+                self._positions = Positions(self.seq_lens - 1, np.arange(len(self.reqs)))
+            else:
+                self._positions = compute_positions(self.prefix_lens, self.extend_lens)
+        return self._positions
+
+    def prepare_for_extend(self) -> None:
+        """Allocate rows and slots for each request's tokens [prefix, len(fill_ids))."""
+        self.forward_mode = ForwardMode.EXTEND
+        reqs = self.reqs
+        pre = _i64([len(r.prefix_indices) for r in reqs])
+        seq = _i64([len(r.fill_ids) for r in reqs])
+        self.input_ids = _i64([t for r, p in zip(reqs, pre.tolist(), strict=True)
+                               for t in r.fill_ids[p:]])
+        self.out_cache_loc = self.mem.alloc_for_extend(reqs)
+        self.req_pool_indices = _i64([r.req_pool_idx for r in reqs])
+        self.seq_lens, self.prefix_lens, self.extend_lens = seq, pre, seq - pre
+        self.extend_logprob_start_lens = _i64([r.extend_logprob_start_len for r in reqs])
+        for r, s, p in zip(reqs, seq.tolist(), pre.tolist(), strict=True):
+            r.kv_committed_len = r.kv_allocated_len = s
+            if not r.retraction_count:
+                r.cached_tokens += p - r.already_computed
+            r.already_computed = s
+            r.is_retracted = False
+        if self.return_logprob:
+            self.extend_input_logprob_token_ids = self._logprob_token_ids()
+        self._positions = self._info = None
+
+    def _logprob_token_ids(self) -> np.ndarray:
+        """For each logprob row, the prompt token it predicts (0 past the prompt)."""
+        out = []
+        for r, p, s, e in zip(self.reqs, self.prefix_lens.tolist(), self.seq_lens.tolist(),
+                              self.extend_lens.tolist(), strict=True):
+            n = e - r.extend_logprob_start_len
+            start = max(p, len(r.origin_input_ids) if r.logprob_start_len == -1 else r.logprob_start_len)
+            toks = r.origin_input_ids[start + 1 : s + 1][:n]
+            out.extend(toks + [0] * (n - len(toks)))
+        return np.clip(_i64(out), 0, self.vocab_size - 1)
+
+    def prepare_for_decode(self) -> None:
+        """Feed each request's last sampled token at position seq_len; one new slot each."""
+        self.forward_mode = ForwardMode.DECODE
+        self.input_ids = self.output_ids
+        self.out_cache_loc = self.mem.alloc_for_decode(self.req_pool_indices, self.seq_lens)
+        self.seq_lens = self.seq_lens + 1
+        for r in self.reqs:
+            r.kv_committed_len += 1
+            r.kv_allocated_len += 1
+        self.prefix_lens = self.extend_lens = self.extend_logprob_start_lens = _i64([])
+        self._positions = None
+
+    def mix_with_running(self, running: ScheduleBatch) -> None:
+        """Append a decode-prepared running batch as 1-token extends (MIXED)."""
+        for r in running.reqs:
+            r.fill_ids = r.origin_input_ids + r.output_ids
+            r.set_extend_input_len(1)
+        input_ids = np.concatenate((self.input_ids, running.input_ids))
+        out_cache_loc = np.concatenate((self.out_cache_loc, running.out_cache_loc))
+        prefix_lens = np.concatenate((self.prefix_lens, running.seq_lens - 1))
+        n = len(running.reqs)
+        extend_lens = np.concatenate((self.extend_lens, np.ones(n, np.int64)))
+        starts = np.concatenate((self.extend_logprob_start_lens, np.zeros(n, np.int64)))
+        self.merge_batch(running)
+        self.forward_mode = ForwardMode.MIXED
+        self.input_ids, self.out_cache_loc = input_ids, out_cache_loc
+        self.prefix_lens, self.extend_lens, self.extend_logprob_start_lens = prefix_lens, extend_lens, starts
+        self.decoding_reqs = list(running.reqs)
+
+    def filter_batch(self, chunked_req_to_exclude: Req | None = None,
+                     keep_indices: list[int] | None = None) -> None:
+        """Keep unfinished requests (minus the excluded chunked one), or `keep_indices`."""
+        if keep_indices is None:
+            keep_indices = [i for i, r in enumerate(self.reqs)
+                            if not r.finished() and r is not chunked_req_to_exclude]
+        if len(keep_indices) == len(self.reqs):
+            return
+        keep = _i64(keep_indices)
+        self.reqs = [self.reqs[i] for i in keep_indices]
+        for name in PER_REQ_ARRAYS:
+            setattr(self, name, getattr(self, name)[keep])
+        self.out_cache_loc = _i64([])
+        self._positions = self._info = None
+
+    def merge_batch(self, other: ScheduleBatch) -> None:
+        for name in PER_REQ_ARRAYS:
+            setattr(self, name, np.concatenate((getattr(self, name), getattr(other, name))))
+        self.reqs = self.reqs + other.reqs
+        self.out_cache_loc = _i64([])
+        self._positions = self._info = None
+
+    def new_tokens_required_next_decode(self, selected: list[int] | None = None) -> int:
+        seq = self.seq_lens if selected is None else self.seq_lens[_i64(selected)]
+        ps = self.mem.page_size
+        return len(seq) if ps == 1 else ps * int(np.count_nonzero(seq % ps == 0))
+
+    def check_decode_mem(self, selected: list[int] | None = None) -> bool:
+        """Evict from the cache if needed; can every (selected) request decode one token?"""
+        need = self.new_tokens_required_next_decode(selected)
+        if self.mem.allocator.available_size() < need:
+            self.mem.tree_cache.evict(need)
+        return self.mem.allocator.available_size() >= need
+
+    def retract_decode(self) -> RetractResult:
+        """Retract requests (fewest outputs first; ties: longer prompt first) until the
+        rest can decode; a lone request that still cannot is aborted."""
+        order = sorted(range(len(self.reqs)), reverse=True,
+                       key=lambda i: (len(self.reqs[i].output_ids), -len(self.reqs[i].origin_input_ids)))
+        retracted, aborted = [], []
+        while not retracted or not self.check_decode_mem(order):
+            if len(order) == 1:
+                aborted.append(self._release(order.pop(), abort=True))
+                break
+            retracted.append(self._release(order.pop(), abort=False))
+        self.filter_batch(keep_indices=order)
+        return RetractResult(retracted, aborted)
+
+    def _release(self, i: int, abort: bool) -> Req:
+        from shared.finish_reason import FinishReason
+        from shared.new_token_ratio import RETRACT_DECODE_STEPS
+
+        req = self.reqs[i]
+        self.mem.release_kv_cache(req, is_insert=False)
+        if abort:
+            req.finished_reason = FinishReason.by_abort(RETRACT_OOM_MESSAGE)
+            return req
+        need = (len(self.reqs) - 1) * RETRACT_DECODE_STEPS
+        if self.mem.allocator.available_size() < need:
+            self.mem.tree_cache.evict(need)
+        req.reset_for_retract()
+        return req

@@ -1,0 +1,216 @@
+"""`Scheduler`: SGLang's event loop, minus the I/O (semantics §7).
+
+The driver calls, once per step:
+
+    batch = scheduler.get_next_batch_to_run(now)          # None: nothing to run
+    fb = ForwardBatch.init_new(batch)
+    out = runner.forward(fb); ids = runner.sample(out, fb)
+    finished = scheduler.process_batch_result(batch, out, ids, now_after)
+
+Prefill has priority; the chunked request is stashed into the prefix cache between
+chunks; with `enable_mixed_chunk` a prefill chunk carries the running decodes (MIXED);
+otherwise the running batch decodes, retracting requests when the KV pool is short.
+`now` is recorded into the trace and never changes a decision.
+"""
+
+from __future__ import annotations
+
+import random
+
+from shared.batch_result import BatchResultProcessor
+from shared.engine_config import EngineConfig, ModelInfo
+from shared.finish_reason import FinishReason
+from shared.invalid_request import InvalidRequestError
+from shared.kv_memory import KVMemory
+from shared.model_runner import RunnerOutput
+from shared.new_token_ratio import NewTokenRatio
+from shared.prefill_adder import AddReqResult, PrefillAdder
+from shared.req import Req
+from shared.schedule_batch import ScheduleBatch
+from shared.schedule_policy import SchedulePolicy
+from shared.trace import RequestRecord, Trace
+from shared.validation import validate_request
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, model_info: ModelInfo, *,
+                 kv_capacity: int | None = None) -> None:
+        self.config = config = config.resolve(model_info, kv_capacity)
+        self.model_info = model_info
+        self.mem = KVMemory.build(
+            max_running_requests=config.max_running_requests,
+            max_context_len=config.context_length, max_total_tokens=config.max_total_tokens,
+            page_size=config.page_size, disable_radix_cache=config.disable_radix_cache)
+        self.policy = SchedulePolicy(config.schedule_policy, self.mem.tree_cache,
+                                     random.Random(config.random_seed))
+        self.new_token_ratio = NewTokenRatio(config.schedule_conservativeness)
+        self.trace = Trace(config, model_info)
+        self.results = BatchResultProcessor(self)
+        self.waiting_queue: list[Req] = []
+        self.running_batch: ScheduleBatch | None = None
+        self.chunked_req: Req | None = None
+        self.last_batch: ScheduleBatch | None = None
+        self.batch_is_full = False
+        self.reqs: dict[str, Req] = {}
+        self.pending_aborts: set[str] = set()
+        self.step = 0
+        self.step_start = 0.0
+
+    # --- requests ----------------------------------------------------------------------
+
+    def add_request(self, req: Req) -> None:
+        """Validate and queue `req`. Raises InvalidRequestError (nothing queued) if the
+        request could never be served, or if its rid is already in use."""
+        if req.rid in self.reqs or req.rid in self.trace.requests:
+            raise InvalidRequestError("rid", req.rid, "a request with this id was already submitted")
+        cfg = self.config
+        validate_request(req.origin_input_ids, req.sampling_params,
+                         vocab_size=self.model_info.vocab_size, context_len=cfg.context_length,
+                         max_total_tokens=cfg.max_total_tokens, page_size=cfg.page_size)
+        self.reqs[req.rid] = req
+        self.waiting_queue.append(req)
+        self.trace.requests[req.rid] = RequestRecord(
+            req.rid, req.arrival_time, tuple(req.origin_input_ids), req.sampling_params)
+
+    def abort(self, rid: str, message: str = "aborted by the client") -> bool:
+        """End a waiting request now, or a running one at its next result. False if the
+        request is unknown or already finished."""
+        req = self.reqs.get(rid)
+        if req is None or req.finished():
+            return False
+        if req in self.waiting_queue and req is not self.chunked_req:
+            self.waiting_queue.remove(req)
+            self.results.finish_unscheduled(req, message)
+        else:
+            req.to_finish = FinishReason.by_abort(message)
+            self.pending_aborts.add(rid)
+        return True
+
+    def has_work(self) -> bool:
+        return bool(self.waiting_queue or self.chunked_req
+                    or (self.running_batch and not self.running_batch.is_empty()))
+
+    # --- scheduling --------------------------------------------------------------------
+
+    def get_next_batch_to_run(self, now: float) -> ScheduleBatch | None:
+        self.step_start = now
+        self._merge_last_batch()
+        batch = self._get_new_batch_prefill()
+        if batch is None and self.running_batch is not None:
+            batch = self._update_running_batch(self.running_batch)
+        self.last_batch = batch
+        if batch is None and not self.has_work():
+            self._on_idle()
+        return batch
+
+    def process_batch_result(self, batch: ScheduleBatch, output: RunnerOutput, next_token_ids,
+                             now: float, finished=None) -> list[Req]:
+        """Append the sampled tokens, finish requests, release their KV, record the step.
+        `finished` maps rid -> FinishReason for requests the caller ends after this token
+        (e.g. a stop string). Returns the requests that finished in this step."""
+        return self.results.process(batch, output, next_token_ids, now, finished or {})
+
+    def _merge_last_batch(self) -> None:
+        chunked = self.chunked_req
+        if chunked is not None:
+            self.mem.tree_cache.cache_unfinished_req(chunked, chunked=True)
+        last = self.last_batch
+        if last is None or not last.forward_mode.is_extend():
+            return
+        last.filter_batch(chunked_req_to_exclude=chunked)
+        if last.is_empty():
+            return
+        if self.running_batch is None or self.running_batch.is_empty():
+            self.running_batch = last
+        else:
+            self.running_batch.merge_batch(last)
+
+    def _num_allocatable_reqs(self) -> int:
+        running = len(self.running_batch) if self.running_batch else 0
+        return min(self.config.max_running_requests - running,
+                   self.mem.req_to_token_pool.available_size())
+
+    def _get_new_batch_prefill(self) -> ScheduleBatch | None:
+        if (self.batch_is_full or not self.waiting_queue) and self.chunked_req is None:
+            return None
+        if self._num_allocatable_reqs() <= 0 and self.chunked_req is None:
+            self.batch_is_full = True
+            return None
+        adder = self._admit()
+        if not adder.can_run_list:
+            return None
+        return self._build_prefill_batch(adder)
+
+    def _admit(self) -> PrefillAdder:
+        running = self.running_batch.reqs if self.running_batch else []
+        mixed = len(running) if self.config.enable_mixed_chunk else 0
+        self.policy.calc_priority(self.waiting_queue)
+        adder = PrefillAdder(self.mem, running, self.new_token_ratio.value,
+                             self.config.max_prefill_tokens, self.config.chunk_size, mixed)
+        if self.chunked_req is not None:
+            self.chunked_req.init_next_round_input(None)
+            self.chunked_req = adder.add_chunked_req(self.chunked_req)
+        allocatable = self._num_allocatable_reqs() + len(adder.can_run_list)
+        for req in self.waiting_queue:
+            if len(adder.can_run_list) >= allocatable:
+                self.batch_is_full = True
+                break
+            req.init_next_round_input(self.mem.tree_cache)
+            res = adder.add_one_req(req)
+            if res != AddReqResult.CONTINUE:
+                self.batch_is_full = self.batch_is_full or res == AddReqResult.NO_TOKEN
+                break
+        return adder
+
+    def _build_prefill_batch(self, adder: PrefillAdder) -> ScheduleBatch:
+        admitted = set(map(id, adder.can_run_list))
+        self.waiting_queue = [r for r in self.waiting_queue if id(r) not in admitted]
+        if adder.new_chunked_req is not None:
+            assert self.chunked_req is None, "at most one chunked request"
+            self.chunked_req = adder.new_chunked_req
+        if self.chunked_req is not None and self.chunked_req in adder.can_run_list:
+            self.chunked_req.is_chunked += 1
+        batch = ScheduleBatch(adder.can_run_list, self.mem, self.model_info.vocab_size,
+                              chunked_req=self.chunked_req)
+        batch.prepare_for_extend()
+        self._maybe_mix(batch)
+        return batch
+
+    def _maybe_mix(self, batch: ScheduleBatch) -> None:
+        running = self.running_batch
+        if (not self.config.enable_mixed_chunk or running is None or running.is_empty()
+                or batch.return_logprob or running.return_logprob):
+            return
+        running.filter_batch()
+        if running.is_empty():
+            return
+        running.prepare_for_decode()
+        batch.mix_with_running(running)
+        self.running_batch = None
+
+    def _update_running_batch(self, batch: ScheduleBatch) -> ScheduleBatch | None:
+        initial = len(batch)
+        batch.filter_batch()
+        if batch.is_empty():
+            self.batch_is_full = False
+            return None
+        if not batch.check_decode_mem():
+            retract = batch.retract_decode()
+            self.waiting_queue.extend(retract.retracted)
+            for req in retract.aborted:
+                self.results.record_finished(req, self.step_start)
+            self.new_token_ratio.on_retract(sum(len(r.output_ids) for r in batch.reqs),
+                                            sum(int(m) for m in batch.max_new_tokens), len(batch))
+        else:
+            self.new_token_ratio.on_decode()
+        if len(batch) < initial:
+            self.batch_is_full = False
+        if batch.is_empty():
+            return None
+        batch.prepare_for_decode()
+        return batch
+
+    def _on_idle(self) -> None:
+        self.mem.check_idle()
+        self.new_token_ratio.on_idle()
+        self.batch_is_full = False

@@ -1,0 +1,72 @@
+"""`StepRecord`: one row per forward, what both executors must agree on (DESIGN §6)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+INT_TUPLE_FIELDS = (
+    "input_ids", "positions", "out_cache_loc", "req_pool_indices", "seq_lens",
+    "extend_prefix_lens", "extend_seq_lens", "extend_start_loc", "extend_logprob_start_lens",
+    "pruned_rows", "sample_indices", "next_token_ids",
+)
+
+
+class FieldDiff(NamedTuple):
+    field: str
+    left: Any
+    right: Any
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """Fields are tuples of ints unless noted. The four extend fields are empty on DECODE
+    steps; `next_token_ids` holds -1 for a discarded row (an intermediate prefill chunk).
+    `queue_len` and `kv_used_tokens` observe the scheduler after the step was scheduled
+    (waiting requests, KV slots taken by requests or the cache)."""
+
+    step: int
+    forward_mode: str
+    rids: tuple[str, ...]
+    input_ids: tuple[int, ...]
+    positions: tuple[int, ...]
+    out_cache_loc: tuple[int, ...]
+    req_pool_indices: tuple[int, ...]
+    seq_lens: tuple[int, ...]
+    extend_prefix_lens: tuple[int, ...]
+    extend_seq_lens: tuple[int, ...]
+    extend_start_loc: tuple[int, ...]
+    extend_logprob_start_lens: tuple[int, ...]
+    pruned_rows: tuple[int, ...]
+    sample_indices: tuple[int, ...]
+    next_token_ids: tuple[int, ...]
+    graph: bool
+    padded_batch_size: int
+    start_time: float
+    duration: float
+    queue_len: int = 0
+    kv_used_tokens: int = 0
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.rids)
+
+    def diff(self, other: StepRecord, ignore: tuple[str, ...] = ("start_time", "duration")
+             ) -> FieldDiff | None:
+        """The first field (in declaration order) where the two records differ, or None."""
+        for f in dataclasses.fields(self):
+            if f.name not in ignore and getattr(self, f.name) != getattr(other, f.name):
+                return FieldDiff(f.name, getattr(self, f.name), getattr(other, f.name))
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StepRecord:
+        d = dict(d)
+        d["rids"] = tuple(d["rids"])
+        for name in INT_TUPLE_FIELDS:
+            d[name] = tuple(d[name])
+        return cls(**d)

@@ -1,0 +1,144 @@
+"""`Trace`: a run's step records plus everything needed to replay it, as JSONL.
+
+Line 1 is a header: format and version, the effective EngineConfig, ModelInfo, the
+model's config.json, the executor (device or hardware key) and every request (arrival,
+prompt, sampling parameters, final output length, finish reason, timings). Then one line
+per StepRecord. A trace file alone is enough to replay a run.
+
+NOTE: the scheduler appends steps as numpy arrays; they become `StepRecord`s (tuples of
+ints) when `steps` is first read after an append. That keeps the per-step cost and the
+memory of a long simulation small.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared.engine_config import EngineConfig, ModelInfo
+from shared.finish_reason import FinishReason
+from shared.sampling_params import SamplingParams
+from shared.step_record import StepRecord
+
+TRACE_FORMAT = "batchtwin-trace"
+TRACE_VERSION = 1
+
+
+@dataclass
+class RequestRecord:
+    """One request of a run, as the scheduler saw it (times in seconds, NaN if never)."""
+
+    rid: str
+    arrival_time: float
+    input_ids: tuple[int, ...]
+    sampling_params: SamplingParams
+    output_len: int = 0
+    finish_reason: FinishReason | None = None
+    first_token_time: float = float("nan")
+    finish_time: float = float("nan")
+    cached_tokens: int = 0
+    num_retractions: int = 0
+    output_ids: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rid": self.rid, "arrival_time": self.arrival_time, "input_ids": list(self.input_ids),
+            "sampling_params": self.sampling_params.to_dict(), "output_len": self.output_len,
+            "finish_reason": self.finish_reason.to_dict() if self.finish_reason else None,
+            "first_token_time": _json_float(self.first_token_time),
+            "finish_time": _json_float(self.finish_time), "cached_tokens": self.cached_tokens,
+            "num_retractions": self.num_retractions, "output_ids": list(self.output_ids),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
+        fr = d.get("finish_reason")
+        return cls(
+            d["rid"], d["arrival_time"], tuple(d["input_ids"]),
+            SamplingParams.from_dict(d["sampling_params"]), d["output_len"],
+            FinishReason.from_dict(fr) if fr else None, _nan(d["first_token_time"]),
+            _nan(d["finish_time"]), d["cached_tokens"], d["num_retractions"],
+            tuple(d.get("output_ids", ())))
+
+
+@dataclass
+class Trace:
+    engine_config: EngineConfig
+    model_info: ModelInfo
+    model_config: dict[str, Any] = field(default_factory=dict)
+    executor: dict[str, Any] = field(default_factory=dict)
+    requests: dict[str, RequestRecord] = field(default_factory=dict)
+    _steps: list[StepRecord] = field(default_factory=list, repr=False)
+    _pending: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    @property
+    def steps(self) -> list[StepRecord]:
+        if self._pending:
+            self._steps.extend(_materialise(p) for p in self._pending)
+            self._pending.clear()
+        return self._steps
+
+    def append_step(self, **fields: Any) -> None:
+        """Record one step; array fields may be numpy arrays (converted when read)."""
+        self._pending.append(fields)
+
+    def __iter__(self) -> Iterator[StepRecord]:
+        return iter(self.steps)
+
+    def __len__(self) -> int:
+        return len(self._steps) + len(self._pending)
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "format": TRACE_FORMAT, "version": TRACE_VERSION,
+            "engine_config": self.engine_config.to_dict(), "model_info": self.model_info.to_dict(),
+            "model_config": self.model_config, "executor": self.executor,
+            "requests": [r.to_dict() for r in self.requests.values()],
+        }
+
+    def save(self, path: str | Path) -> None:
+        with open(path, "w") as f:
+            f.write(json.dumps(self.header()) + "\n")
+            for s in self.steps:
+                f.write(json.dumps(s.to_dict()) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Trace:
+        with open(path) as f:
+            header = json.loads(f.readline())
+            if header.get("format") != TRACE_FORMAT or header.get("version") != TRACE_VERSION:
+                raise ValueError(f"{path}: not a {TRACE_FORMAT} v{TRACE_VERSION} file "
+                                 f"(format={header.get('format')!r}, version={header.get('version')!r})")
+            steps = [StepRecord.from_dict(json.loads(line)) for line in f if line.strip()]
+        reqs = [RequestRecord.from_dict(r) for r in header["requests"]]
+        return cls(EngineConfig.from_dict(header["engine_config"]),
+                   ModelInfo.from_dict(header["model_info"]), header["model_config"],
+                   header["executor"], {r.rid: r for r in reqs}, steps)
+
+    def to_dataframe(self):
+        """One row per step: every StepRecord field plus batch_size and num_tokens."""
+        import pandas as pd
+
+        df = pd.DataFrame([s.to_dict() for s in self.steps])
+        if len(df):
+            df["batch_size"] = df["rids"].map(len)
+            df["num_tokens"] = df["input_ids"].map(len)
+        return df
+
+
+def _materialise(fields: dict[str, Any]) -> StepRecord:
+    return StepRecord(**{k: tuple(v.tolist()) if isinstance(v, np.ndarray) else v
+                         for k, v in fields.items()})
+
+
+def _json_float(x: float) -> float | None:
+    return None if x != x else x
+
+
+def _nan(x: float | None) -> float:
+    return float("nan") if x is None else x

@@ -1,0 +1,49 @@
+"""DESIGN.md §4's worked example, field by field, through the real Scheduler."""
+
+from shared import SamplingParams
+from shared.engine_config import EngineConfig, ModelInfo
+from shared.req import Req
+from shared.scheduler import Scheduler
+from tests.scripted_runner import ScriptedRunner, drive
+
+MODEL = ModelInfo(vocab_size=100, eos_token_ids=(0,), context_length=64)
+CONFIG = EngineConfig(max_total_tokens=256, chunked_prefill_size=None, disable_cuda_graph=True)
+
+
+def _run_golden():
+    sched = Scheduler(CONFIG, MODEL)
+    runner = ScriptedRunner(MODEL.vocab_size)
+    warm = Req("warm", [21, 22, 23], SamplingParams(max_new_tokens=1))
+    two = SamplingParams(max_new_tokens=2, ignore_eos=True)
+    a = Req("a", [11, 12, 13, 14, 15, 16], two, arrival_time=1.0)
+    b = Req("b", [21, 22, 23, 24, 25, 26], two, arrival_time=1.0)
+    drive(sched, runner, [warm, a, b])
+    return sched
+
+
+def test_golden_extend_step_matches_the_design_example():
+    """The EXTEND step of a and b equals DESIGN.md §4 in every listed field."""
+    steps = _run_golden().trace.steps
+    assert [s.forward_mode for s in steps] == ["EXTEND", "EXTEND", "DECODE"]
+    ext = steps[1]
+    assert ext.rids == ("a", "b")
+    assert ext.input_ids == (11, 12, 13, 14, 15, 16, 24, 25, 26)
+    assert ext.positions == (0, 1, 2, 3, 4, 5, 3, 4, 5)
+    assert ext.extend_prefix_lens == (0, 3)
+    assert ext.extend_seq_lens == (6, 3)
+    assert ext.seq_lens == (6, 6)
+    assert ext.extend_start_loc == (0, 6)
+    assert ext.pruned_rows == (5, 8)
+    assert ext.sample_indices == (0, 1)
+
+
+def test_golden_decode_step_feeds_the_extend_tokens():
+    """The next DECODE feeds both sampled tokens at positions [6, 6] with seq_lens [7, 7]."""
+    sched = _run_golden()
+    ext, dec = sched.trace.steps[1], sched.trace.steps[2]
+    assert dec.input_ids == ext.next_token_ids
+    assert dec.positions == (6, 6)
+    assert dec.seq_lens == (7, 7)
+    assert dec.pruned_rows == (0, 1)
+    assert dec.extend_seq_lens == ()
+    assert {r.output_len for r in sched.trace.requests.values()} == {1, 2}
