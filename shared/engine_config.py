@@ -1,7 +1,8 @@
 """`EngineConfig` (SGLang's server-argument names and defaults) and `ModelInfo`.
 
 `EngineConfig.resolve(model_info, kv_capacity)` returns the *effective* config: every
-default derived (context length from the model, KV capacity from the executor,
+default derived (context length from the model, KV capacity from the executor rounded
+down to whole pages,
 max_running_requests as semantics §3.1, cuda_graph_max_bs 160, chunking disabled -> None).
 """
 
@@ -65,6 +66,9 @@ class EngineConfig:
         if not self.schedule_conservativeness > 0:
             raise ValueError(f"schedule_conservativeness must be > 0, "
                              f"got {self.schedule_conservativeness!r}")
+        if self.chunk_size is not None and self.chunk_size < self.page_size:
+            raise ValueError(f"chunked_prefill_size ({self.chunked_prefill_size}) must be at least "
+                             f"page_size ({self.page_size}), or <= 0 / None to disable chunking")
         if self.max_total_tokens is not None and self.max_total_tokens < 2 * self.page_size:
             raise ValueError(f"max_total_tokens ({self.max_total_tokens}) must hold at least "
                              f"two pages of page_size {self.page_size}")
@@ -81,6 +85,7 @@ class EngineConfig:
         total = self.max_total_tokens if self.max_total_tokens is not None else kv_capacity
         if total is None:
             raise ValueError("max_total_tokens: not set and the executor gave no KV capacity")
+        total = total // self.page_size * self.page_size  # whole pages only (as SGLang)
         context = self.context_length or model_info.context_length
         return dataclasses.replace(
             self, max_total_tokens=total, context_length=context,

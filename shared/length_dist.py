@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -157,7 +157,7 @@ def _as_int(v: Any, path: str | Path) -> int:
     return int(x)
 
 
-LengthDist = Union[Fixed, Uniform, LogNormal, Empirical]
+LengthDist: TypeAlias = Fixed | Uniform | LogNormal | Empirical
 
 
 def as_length_dist(x: int | LengthDist) -> LengthDist:

@@ -53,6 +53,7 @@ class Scheduler:
         self.batch_is_full = False
         self.reqs: dict[str, Req] = {}
         self.pending_aborts: set[str] = set()
+        self._finished_since_filter = False
         self.step = 0
         self.step_start = 0.0
 
@@ -108,12 +109,22 @@ class Scheduler:
         """Append the sampled tokens, finish requests, release their KV, record the step.
         `finished` maps rid -> FinishReason for requests the caller ends after this token
         (e.g. a stop string). Returns the requests that finished in this step."""
-        return self.results.process(batch, output, next_token_ids, now, finished or {})
+        done = self.results.process(batch, output, next_token_ids, now, finished or {})
+        if done:
+            self.batch_is_full = False  # freed KV and rows: admission may succeed again
+            self._finished_since_filter = True
+        return done
 
     def _merge_last_batch(self) -> None:
         chunked = self.chunked_req
         if chunked is not None:
             self.mem.tree_cache.cache_unfinished_req(chunked, chunked=True)
+        if self._finished_since_filter and self.running_batch is not None:
+            # NOTE: SGLang filters the running batch only when it decodes, so requests that
+            # finished in the last decode still count as mixed-chunk decode tokens in the
+            # next admission; we drop them first, so budgets count live requests only.
+            self.running_batch.filter_batch()
+        self._finished_since_filter = False
         last = self.last_batch
         if last is None or not last.forward_mode.is_extend():
             return

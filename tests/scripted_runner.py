@@ -51,6 +51,7 @@ def drive(scheduler: Scheduler, runner, reqs: list[Req], step_time: float = 0.01
         batch = scheduler.get_next_batch_to_run(now)
         if batch is None:
             if i == len(pending):
+                assert not scheduler.has_work(), "the scheduler stalled with work left"
                 return now
             now = max(now, pending[i].arrival_time)
             continue

@@ -1,0 +1,189 @@
+"""`RunResult`: what every run returns, built from its `Trace`, with `vllm bench serve`
+metric definitions (all times in seconds).
+
+Per request (`.requests`): TTFT = first_token_time - arrival (queueing included; the first
+token's time is the end of the step that sampled it, however the prefill was chunked);
+E2E = finish_time - arrival; TPOT = (E2E - TTFT) / (output_len - 1), NaN when
+output_len <= 1. ITL is the list of gaps between consecutive output tokens of a request,
+a token's time being the end (`start_time + duration`) of the step whose row for the
+request has `next_token_ids != -1`; gaps are pooled across requests.
+
+Summary (`.summary`): latency stats (`{ttft,tpot,itl,e2e}_{mean,p50,p90,p99}`, linear
+percentiles as `np.percentile`, NaN when there is no value) and throughputs cover
+*completed* requests only: finished with a length or stop reason. Aborted requests and
+requests that never finished are left out, as vllm leaves out failed ones (the rows stay
+in `.requests`). `num_retractions` and `cache_hit_tokens` sum over every request.
+`duration` = last finish time - first arrival over all requests (vllm uses the client's
+wall time from the first send to the last response; this is the same span, measured at
+the engine). Throughputs and goodput are NaN when duration is not positive. `goodput`
+(only with an `SLO`) = completed requests meeting every given SLO / duration, a TPOT of
+NaN (output_len <= 1) counting as 0, as vllm's `--goodput`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shared.trace import RequestRecord, Trace
+
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
+PERCENTILES = (50, 90, 99)
+REQUEST_COLUMNS = ("rid", "arrival", "first_token_time", "finish_time", "prompt_len",
+                   "output_len", "cached_tokens", "ttft", "tpot", "e2e")
+STEP_COLUMNS = ("step", "forward_mode", "batch_size", "num_tokens", "kv_used_tokens",
+                "queue_len", "start_time", "duration")
+COMPLETED_FINISH_TYPES = ("length", "stop")
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Per-request latency objectives in seconds; None means no objective on that metric."""
+
+    ttft: float | None = None
+    tpot: float | None = None
+    e2e: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("ttft", "tpot", "e2e"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise ValueError(f"SLO {name} must be >= 0 seconds or None, got {value!r}")
+
+    def met(self, requests: Any) -> np.ndarray:
+        """[len(requests)] bool: which rows of a `.requests` frame meet every objective."""
+        ok = np.ones(len(requests), dtype=bool)
+        for name in ("ttft", "tpot", "e2e"):
+            limit = getattr(self, name)
+            if limit is not None:
+                values = requests[name].to_numpy(dtype=float)
+                if name == "tpot":
+                    values = np.where(requests["output_len"].to_numpy() <= 1, 0.0, values)
+                ok &= values <= limit
+        return ok
+
+
+@dataclass(frozen=True, eq=False)
+class RunResult:
+    """A run's trace and its metrics. `requests` and `steps` are pandas DataFrames with
+    exactly REQUEST_COLUMNS / STEP_COLUMNS; `summary` holds plain floats and ints."""
+
+    trace: Trace
+    requests: Any
+    steps: Any
+    summary: dict[str, float]
+    slo: SLO | None = None
+
+    @classmethod
+    def from_trace(cls, trace: Trace, slo: SLO | None = None) -> RunResult:
+        requests = requests_frame(trace)
+        done = completed_mask(trace)
+        itl = inter_token_latencies(trace, set(requests["rid"][done]))
+        summary = summarize(requests, done, itl, slo)
+        summary["num_retractions"] = sum(r.num_retractions for r in trace.requests.values())
+        summary["cache_hit_tokens"] = int(requests["cached_tokens"].sum())
+        return cls(trace, requests, steps_frame(trace), summary, slo)
+
+    @property
+    def completed_requests(self) -> Any:
+        """The rows of `requests` that count in the summary (not aborted, finished)."""
+        return self.requests[completed_mask(self.trace)]
+
+
+def is_completed(record: RequestRecord) -> bool:
+    fr = record.finish_reason
+    return fr is not None and fr.type in COMPLETED_FINISH_TYPES
+
+
+def completed_mask(trace: Trace) -> np.ndarray:
+    """[num_requests] bool, in `trace.requests` order."""
+    return np.array([is_completed(r) for r in trace.requests.values()], dtype=bool)
+
+
+def requests_frame(trace: Trace) -> Any:
+    """One row per request in `trace.requests`, columns REQUEST_COLUMNS."""
+    import pandas as pd
+
+    recs = list(trace.requests.values())
+    df = pd.DataFrame({
+        "rid": pd.Series([r.rid for r in recs], dtype=object),
+        "arrival": np.array([r.arrival_time for r in recs], dtype=float),
+        "first_token_time": np.array([r.first_token_time for r in recs], dtype=float),
+        "finish_time": np.array([r.finish_time for r in recs], dtype=float),
+        "prompt_len": np.array([len(r.input_ids) for r in recs], dtype=np.int64),
+        "output_len": np.array([r.output_len for r in recs], dtype=np.int64),
+        "cached_tokens": np.array([r.cached_tokens for r in recs], dtype=np.int64),
+    })
+    df["ttft"] = df["first_token_time"] - df["arrival"]
+    df["e2e"] = df["finish_time"] - df["arrival"]
+    df["tpot"] = ((df["e2e"] - df["ttft"]) / (df["output_len"] - 1)).where(df["output_len"] > 1)
+    return df[list(REQUEST_COLUMNS)]
+
+
+def steps_frame(trace: Trace) -> Any:
+    """One row per StepRecord, columns STEP_COLUMNS."""
+    import pandas as pd
+
+    rows = [(s.step, s.forward_mode, len(s.rids), len(s.input_ids), s.kv_used_tokens,
+             s.queue_len, s.start_time, s.duration) for s in trace.steps]
+    return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+
+
+def inter_token_latencies(trace: Trace, rids: set[str]) -> np.ndarray:
+    """Pooled gaps between consecutive sampled tokens of the requests in `rids` (seconds).
+
+    NOTE: steps are in time order and a stable groupby keeps that order, so each
+    request's `diff` runs over its tokens in sampling order; its first token has no gap."""
+    import pandas as pd
+
+    steps = trace.steps
+    if not steps or not rids:
+        return np.zeros(0)
+    rows = pd.DataFrame({"rid": [s.rids for s in steps],
+                         "token": [s.next_token_ids for s in steps],
+                         "t": [s.start_time + s.duration for s in steps]})
+    tokens = rows.explode(["rid", "token"])
+    tokens = tokens[tokens["rid"].isin(rids) & (tokens["token"] != -1)]
+    return tokens.groupby("rid", sort=False)["t"].diff().dropna().to_numpy(dtype=float)
+
+
+def summarize(requests: Any, done: np.ndarray, itl: np.ndarray,
+              slo: SLO | None) -> dict[str, Any]:
+    """The summary of the `done` rows of a `.requests` frame (module doc for definitions)."""
+    ok = requests[done]
+    duration = run_duration(requests)
+    summary: dict[str, Any] = {"duration": duration, "completed": int(done.sum())}
+    summary["request_throughput"] = _per_second(len(ok), duration)
+    summary["output_throughput"] = _per_second(int(ok["output_len"].sum()), duration)
+    for name in LATENCY_METRICS:
+        values = itl if name == "itl" else ok[name].to_numpy(dtype=float)
+        summary.update(latency_stats(name, values))
+    if slo is not None:
+        summary["goodput"] = _per_second(int(slo.met(ok).sum()), duration)
+    return summary
+
+
+def run_duration(requests: Any) -> float:
+    """Last finish time - first arrival over all rows; NaN when nothing finished."""
+    finish = requests["finish_time"].dropna()
+    if finish.empty:
+        return math.nan
+    return float(finish.max() - requests["arrival"].min())
+
+
+def latency_stats(name: str, values: np.ndarray) -> dict[str, float]:
+    """`{name}_mean` and `{name}_p50/p90/p99` over the non-NaN values (NaN if none)."""
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return {f"{name}_{k}": math.nan for k in ("mean", *(f"p{p}" for p in PERCENTILES))}
+    stats = {f"{name}_mean": float(values.mean())}
+    for p, v in zip(PERCENTILES, np.percentile(values, PERCENTILES), strict=True):
+        stats[f"{name}_p{p}"] = float(v)
+    return stats
+
+
+def _per_second(count: float, duration: float) -> float:
+    return count / duration if duration > 0 else math.nan
