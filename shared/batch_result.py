@@ -67,10 +67,11 @@ class BatchResultProcessor:
                 req.is_chunked -= 1
                 recorded[i] = -1
                 if req.to_finish is not None:
-                    self._abort_chunked(req, now)
+                    self.s.chunked_req = None
+                    self._finish(batch, i, req.to_finish, now)
                     done.append(req)
                 continue
-            if self._append_and_check(req, tok, now):
+            if self._append_and_check(batch, i, tok, now):
                 done.append(req)
             elif id(req) not in decoding:
                 self.s.mem.tree_cache.cache_unfinished_req(req)
@@ -90,38 +91,38 @@ class BatchResultProcessor:
             req = batch.reqs[i]
             reason = check_finished(req, int(ids[i]), self.eos, batch.vocab_size)
             if reason is not None:
-                self._finish(req, reason, now)
+                self._finish(batch, i, reason, now)
                 done.append(req)
         return done
 
-    def _append_and_check(self, req: Req, tok: int, now: float) -> bool:
+    def _append_and_check(self, batch: ScheduleBatch, i: int, tok: int, now: float) -> bool:
+        req = batch.reqs[i]
         req.output_ids.append(tok)
         record = self.s.trace.requests[req.rid]
         if record.first_token_time != record.first_token_time:  # NaN: the first token
             record.first_token_time = now
         reason = check_finished(req, tok, self.eos, self.s.model_info.vocab_size)
         if reason is not None:
-            self._finish(req, reason, now)
+            self._finish(batch, i, reason, now)
         return reason is not None
 
     def _apply_external_finishes(self, batch: ScheduleBatch, finished: dict[str, FinishReason],
                                  now: float) -> list[Req]:
+        if not finished:
+            return []
         done = []
-        for req in batch.reqs:
+        for i, req in enumerate(batch.reqs):
             reason = finished.get(req.rid)
             if reason is not None and not req.finished() and req.is_chunked == 0 \
                     and req is not self.s.chunked_req:
-                self._finish(req, reason, now)
+                self._finish(batch, i, reason, now)
                 done.append(req)
         return done
 
-    def _abort_chunked(self, req: Req, now: float) -> None:
-        req.kv_committed_len = len(req.fill_ids)
-        self.s.chunked_req = None
-        self._finish(req, req.to_finish, now)
-
-    def _finish(self, req: Req, reason: FinishReason, now: float) -> None:
+    def _finish(self, batch: ScheduleBatch, i: int, reason: FinishReason, now: float) -> None:
+        req = batch.reqs[i]
         req.finished_reason = reason
+        batch.commit_kv_lens(i)
         self.s.mem.release_kv_cache(req)
         self.record_finished(req, now)
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
 
 from shared.engine_config import DEFAULT_CUDA_GRAPH_MAX_BS
 
@@ -38,3 +40,25 @@ def can_run_graph(forward_batch: ForwardBatch, sizes: Sequence[int]) -> bool:
     """A decode batch no larger than the largest captured size replays a graph."""
     return (forward_batch.forward_mode.is_cuda_graph() and bool(sizes)
             and 0 < forward_batch.batch_size <= sizes[-1])
+
+
+class PaddedDecode(NamedTuple):
+    """A decode batch padded to a captured size. Padding rows read one token (seq_len 1)
+    through request row 0 and write their K/V to the reserved slot 0; their outputs are
+    discarded."""
+
+    input_ids: np.ndarray         # [bs] int64
+    req_pool_indices: np.ndarray  # [bs] int64
+    seq_lens: np.ndarray          # [bs] int64
+    out_cache_loc: np.ndarray     # [bs] int64
+    positions: np.ndarray         # [bs] int64
+
+
+def pad_decode_batch(forward_batch: ForwardBatch, bs: int) -> PaddedDecode:
+    """The batch's decode arrays padded with (token 0, row 0, seq_len 1, slot 0, position 0)."""
+    fb, pad = forward_batch, bs - forward_batch.batch_size
+    if pad < 0:
+        raise ValueError(f"cannot pad a batch of {fb.batch_size} down to {bs}")
+    fill = {"input_ids": 0, "req_pool_indices": 0, "seq_lens": 1, "out_cache_loc": 0, "positions": 0}
+    return PaddedDecode(**{name: np.concatenate((getattr(fb, name), np.full(pad, v, np.int64)))
+                           for name, v in fill.items()})

@@ -152,9 +152,6 @@ class ScheduleBatch:
         self.input_ids = self.output_ids
         self.out_cache_loc = self.mem.alloc_for_decode(self.req_pool_indices, self.seq_lens)
         self.seq_lens = self.seq_lens + 1
-        for r in self.reqs:
-            r.kv_committed_len += 1
-            r.kv_allocated_len += 1
         self.prefix_lens = self.extend_lens = self.extend_logprob_start_lens = _i64([])
         self._positions = None
 
@@ -174,6 +171,15 @@ class ScheduleBatch:
         self.input_ids, self.out_cache_loc = input_ids, out_cache_loc
         self.prefix_lens, self.extend_lens, self.extend_logprob_start_lens = prefix_lens, extend_lens, starts
         self.decoding_reqs = list(running.reqs)
+
+    def commit_kv_lens(self, i: int) -> None:
+        """Write request i's KV length (its seq_len) back to the Req before it leaves.
+
+        NOTE: while a request decodes, `seq_lens` here is authoritative and the Req's
+        kv_committed_len / kv_allocated_len are stale (not bumped per step, to keep decode
+        free of per-request Python work); every release goes through this first."""
+        r = self.reqs[i]
+        r.kv_committed_len = r.kv_allocated_len = int(self.seq_lens[i])
 
     def filter_batch(self, chunked_req_to_exclude: Req | None = None,
                      keep_indices: list[int] | None = None) -> None:
@@ -228,6 +234,7 @@ class ScheduleBatch:
         from shared.new_token_ratio import RETRACT_DECODE_STEPS
 
         req = self.reqs[i]
+        self.commit_kv_lens(i)
         self.mem.release_kv_cache(req, is_insert=False)
         if abort:
             req.finished_reason = FinishReason.by_abort(RETRACT_OOM_MESSAGE)

@@ -161,6 +161,8 @@ class Scheduler:
         if self.chunked_req is not None:
             self.chunked_req.init_next_round_input(None)
             self.chunked_req = adder.add_chunked_req(self.chunked_req)
+            if self.chunked_req is not None and self.chunked_req not in adder.can_run_list:
+                return adder  # no KV for its next chunk now: admit nothing past it
         allocatable = self._num_allocatable_reqs() + len(adder.can_run_list)
         for req in self.waiting_queue:
             if len(adder.can_run_list) >= allocatable:
@@ -200,8 +202,8 @@ class Scheduler:
         self.running_batch = None
 
     def _update_running_batch(self, batch: ScheduleBatch) -> ScheduleBatch | None:
+        # NOTE: finished requests were filtered out in _merge_last_batch already.
         initial = len(batch)
-        batch.filter_batch()
         if batch.is_empty():
             self.batch_is_full = False
             return None

@@ -1,7 +1,6 @@
 """KVMemory: whole request lifecycles (chunked prefill, decode, finish) conserve every
 slot and row, with the radix cache and with it disabled (semantics §3.5, §4.4)."""
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st

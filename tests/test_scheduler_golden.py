@@ -47,3 +47,22 @@ def test_golden_decode_step_feeds_the_extend_tokens():
     assert dec.pruned_rows == (0, 1)
     assert dec.extend_seq_lens == ()
     assert {r.output_len for r in sched.trace.requests.values()} == {1, 2}
+
+
+def test_padded_decode_rows_read_one_token_and_write_slot_zero():
+    """Padding a decode batch to a captured size adds rows with seq_len 1 and slot 0."""
+    from shared import ForwardBatch, pad_decode_batch
+
+    sched = Scheduler(CONFIG, MODEL)
+    runner = ScriptedRunner(MODEL.vocab_size)
+    for rid in ("a", "b", "c"):
+        sched.add_request(Req(rid, [1, 2, 3], SamplingParams(max_new_tokens=3, ignore_eos=True)))
+    batch = sched.get_next_batch_to_run(0.0)
+    fb = ForwardBatch.init_new(batch)
+    out = runner.forward(fb)
+    sched.process_batch_result(batch, out, runner.sample(out, fb), 0.1)
+    fb = ForwardBatch.init_new(sched.get_next_batch_to_run(0.1))
+    padded = pad_decode_batch(fb, 4)
+    assert padded.seq_lens.tolist() == [*fb.seq_lens.tolist(), 1]
+    assert padded.out_cache_loc.tolist() == [*fb.out_cache_loc.tolist(), 0]
+    assert 0 not in fb.out_cache_loc

@@ -50,21 +50,22 @@ class CheckingRunner(ScriptedRunner):
         assert len(np.unique(slots)) == len(slots), "a slot written twice in one step"
         assert 0 not in slots, "slot 0 is for padding only"
         written = set(slots.tolist())
-        for req in self._live_requests():
+        for req, kv_len in self._live_requests():
             if req.rid in fb.rids or req.finished():
                 continue
-            row = fb.req_to_token[req.req_pool_idx, : req.kv_committed_len]
+            row = fb.req_to_token[req.req_pool_idx, :kv_len]
             assert not written & set(row.tolist()), f"{req.rid}'s KV overwritten"
         assert not self.s.mem.allocator.is_free(slots).any()
 
     def _live_requests(self):
-        live = list(self.s.running_batch.reqs) if self.s.running_batch else []
-        return live + ([self.s.chunked_req] if self.s.chunked_req else [])
+        """(request, KV length) of everything holding KV outside this batch."""
+        running = self.s.running_batch
+        live = list(zip(running.reqs, running.seq_lens.tolist(), strict=True)) if running else []
+        chunked = self.s.chunked_req
+        return live + ([(chunked, len(chunked.prefix_indices))] if chunked else [])
 
     def _check_admission_budgets(self, fb):
         cfg = self.s.config
-        mixed = len(fb.rids) - sum(1 for r in fb.rids if self.s.reqs[r].is_chunked or
-                                   not self.s.reqs[r].output_ids or True) if False else 0
         chunked = [r for r in fb.rids if self.s.reqs[r].is_chunked > 0]
         assert len(chunked) <= 1, "at most one chunked request"
         decode_rows = sum(1 for r in fb.rids if self.s.reqs[r] in self._decoding(fb))
@@ -76,7 +77,6 @@ class CheckingRunner(ScriptedRunner):
             assert int(ext.sum()) + decode_rows <= max(cfg.chunk_size, int(ext[:1].sum())), "chunk budget"
             if chunked:
                 assert int(ext.sum()) + decode_rows <= cfg.chunk_size
-        del mixed
 
     def _decoding(self, fb):
         batch = self.s.last_batch
