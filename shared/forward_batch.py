@@ -79,5 +79,5 @@ def _logit_rows(batch: ScheduleBatch) -> LogitRows:
         rows = np.arange(len(batch.reqs), dtype=np.int64)
         return LogitRows(rows, rows, np.zeros(0, np.int64))
     starts = batch.extend_logprob_start_lens
-    needs_input_logprobs = bool(np.any(starts < batch.extend_lens))
+    needs_input_logprobs = batch.return_logprob and bool(np.any(starts < batch.extend_lens))
     return select_logit_rows(batch.extend_lens, starts if needs_input_logprobs else None)

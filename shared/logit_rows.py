@@ -35,6 +35,8 @@ def select_logit_rows(
     if extend_logprob_start_lens is None:
         return LogitRows(ends - 1, np.arange(len(ext), dtype=np.int64), np.zeros(0, np.int64))
     s = np.asarray(extend_logprob_start_lens, dtype=np.int64)
+    if s.shape != ext.shape:
+        raise ValueError(f"select_logit_rows: {len(s)} logprob starts for {len(ext)} requests")
     if np.any((s < 0) | (s > ext)) or np.any(ext < 1):
         raise ValueError("select_logit_rows: need 0 <= logprob start <= extend length, extend >= 1")
     start = np.where(s == ext, s - 1, s)

@@ -20,6 +20,8 @@ def compute_positions(
     A decode batch is the case prefix = seq_lens - 1, extend = 1."""
     pre = np.asarray(extend_prefix_lens, dtype=np.int64)
     ext = np.asarray(extend_seq_lens, dtype=np.int64)
+    if pre.shape != ext.shape:
+        raise ValueError(f"compute_positions: {len(pre)} prefix lengths for {len(ext)} extend lengths")
     start = np.cumsum(ext) - ext                                   # [B]
     positions = np.arange(int(ext.sum()), dtype=np.int64) + np.repeat(pre - start, ext)  # [T]
     return Positions(positions, start)

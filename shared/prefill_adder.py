@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from enum import Enum
 
+from shared.chunk_cache import ChunkCache
 from shared.kv_memory import KVMemory
 from shared.req import Req
 from shared.validation import CLIP_MAX_NEW_TOKENS
+
+IGNORE_EOS_RESERVE_TOKENS = 1
 
 
 class AddReqResult(Enum):
@@ -31,6 +34,8 @@ class PrefillAdder:
                  max_prefill_tokens: int, chunk_size: int | None, mixed_decode_tokens: int = 0) -> None:
         self.mem = mem
         self.ps = mem.page_size
+        self.running_reqs = running_reqs
+        self.new_token_ratio = new_token_ratio
         m = mixed_decode_tokens
         self.rem_input_tokens = max_prefill_tokens - m
         self.rem_chunk_tokens = None if chunk_size is None else chunk_size - m
@@ -93,6 +98,8 @@ class PrefillAdder:
         """Admit `req` (after `init_next_round_input`) whole, or as the one chunked
         request, or say which budget ran out."""
         p = req.sampling_params
+        if p.ignore_eos and isinstance(self.mem.tree_cache, ChunkCache):
+            return self.add_one_req_ignore_eos(req)
         max_new = min(max(p.max_new_tokens - len(req.output_ids), 0), CLIP_MAX_NEW_TOKENS)
         total = req.extend_input_len + max_new + self.ps
         if total >= self.rem_total_tokens:
@@ -125,6 +132,44 @@ class PrefillAdder:
         self.new_chunked_req = req
         self._update_prefill_budget(trunc, 0)
         return self.budget_state()
+
+    def add_one_req_ignore_eos(self, req: Req) -> AddReqResult:
+        """Without a prefix cache, an ignore_eos request's future is known: simulate the
+        running, admitted and new requests finishing shortest-remaining first, and admit
+        only if free memory never drops below one token per request still running."""
+        inp = self.ceil_paged(req.extend_input_len)
+        if inp > min(self.cur_rem_tokens, self.rem_total_tokens):
+            return AddReqResult.NO_TOKEN
+        if inp >= self.rem_input_tokens and self.can_run_list:
+            # NOTE: SGLang's ignore_eos path skips this max_prefill_tokens check; we keep
+            # the prefill budget the same on both paths.
+            return AddReqResult.OTHER
+        states = sorted(s for s in map(self._future, [req, *self.running_reqs, *self.can_run_list])
+                        if s[0] > 0)
+        free, freed = self.cur_rem_tokens - inp, 0
+        for i, (tokens_left, tokens_occupied) in enumerate(states):
+            remaining = len(states) - i
+            if free + freed - tokens_left * remaining <= IGNORE_EOS_RESERVE_TOKENS * remaining:
+                return AddReqResult.NO_TOKEN
+            freed += tokens_occupied
+        if self.rem_chunk_tokens is None or req.extend_input_len <= self.rem_chunk_tokens:
+            self.can_run_list.append(req)
+            self._update_prefill_budget(inp, min(req.sampling_params.max_new_tokens, CLIP_MAX_NEW_TOKENS))
+        else:
+            if self.rem_chunk_tokens <= 0:
+                return AddReqResult.OTHER
+            req.set_extend_input_len(self.rem_chunk_tokens)
+            req.fill_ids = req.fill_ids[: len(req.prefix_indices) + self.rem_chunk_tokens]
+            self.can_run_list.append(req)
+            self.new_chunked_req = req
+            self._update_prefill_budget(self.rem_chunk_tokens, 0)
+        return self.budget_state()
+
+    def _future(self, r: Req) -> tuple[float, int]:
+        """(tokens left to generate, tokens it occupies now) for the ignore_eos simulation."""
+        ratio = 1.0 if r.sampling_params.ignore_eos else self.new_token_ratio
+        left = r.sampling_params.max_new_tokens * ratio - len(r.output_ids)
+        return left, len(r.origin_input_ids) + len(r.output_ids)
 
     def _admit(self, req: Req) -> None:
         self.can_run_list.append(req)

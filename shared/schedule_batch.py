@@ -153,6 +153,7 @@ class ScheduleBatch:
         self.out_cache_loc = self.mem.alloc_for_decode(self.req_pool_indices, self.seq_lens)
         self.seq_lens = self.seq_lens + 1
         self.prefix_lens = self.extend_lens = self.extend_logprob_start_lens = _i64([])
+        self.extend_input_logprob_token_ids = None
         self._positions = None
 
     def mix_with_running(self, running: ScheduleBatch) -> None:

@@ -31,11 +31,11 @@ def scheduler_cases(draw):
         base = draw(st.sampled_from(bases))
         cut = draw(st.integers(0, len(base)))
         suffix = draw(st.lists(st.integers(1, 9), min_size=0 if cut else 1, max_size=16))
-        max_new = draw(st.integers(1, 12))
-        arrival = draw(st.sampled_from((0.0, 0.0, 0.05, 0.2)))
+        max_new = draw(st.integers(1, 40))
+        arrival = draw(st.sampled_from((0.0, 0.0, 0.03, 0.1, 0.2)))
         reqs.append((base[:cut] + suffix, max_new, arrival))
     need = max(len(p) + m + ps for p, m, _ in reqs) + 1
-    capacity = -(-(need + draw(st.integers(0, 160))) // ps) * ps
+    capacity = -(-(need + draw(st.integers(0, 96))) // ps) * ps
     chunk = draw(st.sampled_from((None, 16, 32, 64)))
     config = dict(
         page_size=ps, max_total_tokens=max(capacity, 2 * ps),
@@ -43,7 +43,7 @@ def scheduler_cases(draw):
         enable_mixed_chunk=draw(st.booleans()), schedule_policy=draw(st.sampled_from(("fcfs", "lpm"))),
         max_running_requests=draw(st.sampled_from((None, 2, 4))),
         max_prefill_tokens=draw(st.sampled_from((16384, 48))),
-        schedule_conservativeness=draw(st.sampled_from((1.0, 0.05))),
+        schedule_conservativeness=draw(st.sampled_from((1.0, 0.05, 0.01))),
         disable_radix_cache=draw(st.booleans()), disable_cuda_graph=True)
     return config, reqs
 

@@ -5,7 +5,7 @@ with exactly `max_new_tokens` outputs, the scripted ones, also after retraction.
 """
 
 import numpy as np
-from hypothesis import event, given
+from hypothesis import event, given, settings
 
 from shared import SamplingParams
 from shared.engine_config import EngineConfig, ModelInfo
@@ -95,6 +95,10 @@ def _run(case):
     return sched
 
 
+MORE = settings(max_examples=max(300, settings.default.max_examples))
+
+
+@MORE
 @given(case=scheduler_cases())
 def test_every_step_honours_the_spec_and_every_request_finishes_whole(case):
     """Positions, slots, budgets and chunking hold at every step; each request ends with
