@@ -39,9 +39,10 @@ class ScriptedRunner:
 
 
 def drive(scheduler: Scheduler, runner, reqs: list[Req], step_time: float = 0.01,
-          max_steps: int = 100_000) -> float:
+          max_steps: int = 100_000, build=ForwardBatch.init_new) -> float:
     """Run `reqs` (added when their arrival_time is reached) until nothing is left.
-    Each step takes `step_time` simulated seconds. Returns the end time."""
+    Each step takes `step_time` simulated seconds; `build(batch)` makes its ForwardBatch.
+    Returns the end time."""
     pending = sorted(reqs, key=lambda r: r.arrival_time)
     now, i = 0.0, 0
     for _ in range(max_steps):
@@ -55,7 +56,7 @@ def drive(scheduler: Scheduler, runner, reqs: list[Req], step_time: float = 0.01
                 return now
             now = max(now, pending[i].arrival_time)
             continue
-        fb = ForwardBatch.init_new(batch)
+        fb = build(batch)
         out = runner.forward(fb)
         ids = runner.sample(out, fb)
         now += step_time

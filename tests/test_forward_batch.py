@@ -12,7 +12,7 @@ from shared.logit_rows import select_logit_rows
 from shared.req import Req
 from shared.sampling_params import SamplingParams
 from shared.scheduler import Scheduler
-from tests.scripted_runner import ScriptedRunner
+from tests.scripted_runner import ScriptedRunner, drive
 from tests.strategies import scheduler_cases
 
 MODEL = ModelInfo(vocab_size=64, eos_token_ids=(0,), context_length=256)
@@ -47,29 +47,19 @@ def _run(reqs, on_step=None, **cfg):
     """Drive a Scheduler over `reqs` (added on arrival); return every step's ForwardBatch.
     `on_step(batch, fb)` runs right after init_new, before the step's result is applied."""
     sched = Scheduler(EngineConfig(**{**BASE, **cfg}), MODEL)
-    runner = ScriptedRunner(MODEL.vocab_size)
-    pending = sorted(reqs, key=lambda r: r.arrival_time)
-    fbs, now, i = [], 0.0, 0
-    for _ in range(2000):
-        while i < len(pending) and pending[i].arrival_time <= now:
-            sched.add_request(pending[i])
-            i += 1
-        batch = sched.get_next_batch_to_run(now)
-        if batch is None:
-            if i == len(pending):
-                return fbs
-            now = pending[i].arrival_time
-            continue
+    fbs = []
+
+    def build(batch):
         before = _snapshot(batch)
         fb = ForwardBatch.init_new(batch)
         _assert_same(before, _snapshot(batch))
         if on_step:
             on_step(batch, fb)
         fbs.append(fb)
-        out = runner.forward(fb)
-        now += 0.01
-        sched.process_batch_result(batch, out, runner.sample(out, fb), now)
-    raise AssertionError("the workload did not finish")
+        return fb
+
+    drive(sched, ScriptedRunner(MODEL.vocab_size), reqs, max_steps=2000, build=build)
+    return fbs
 
 
 def _two_requests(**kw_a):
