@@ -21,7 +21,9 @@ class RunnerOutput:
     `select_logit_rows` of the batch). `logits`: [B, V] float32 next-token logits
     (a torch tensor in exec/), or None when the runner only prices the batch (sim/);
     `logits_shape` is (B, V) either way. `input_token_logprobs`: [L] float32 for the rows
-    in `logit_rows.input_logprob_indices`, when the batch asked for input logprobs.
+    in `logit_rows.input_logprob_indices`, when the batch asked for input logprobs;
+    `input_top_logprobs`: for those rows, (token ids, logprobs) of the top
+    `top_logprobs_num` tokens of the row's request (empty when it asked for none).
     `graph`: whether a captured graph ran; `padded_batch_size`: the batch size it ran at.
     `duration`: seconds the runner reports for the step (measured or priced), if any."""
 
@@ -29,6 +31,7 @@ class RunnerOutput:
     logits_shape: tuple[int, int]
     logits: Any = None
     input_token_logprobs: Any = None
+    input_top_logprobs: Any = None
     graph: bool = False
     padded_batch_size: int = 0
     duration: float | None = None

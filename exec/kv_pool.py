@@ -1,0 +1,26 @@
+"""`KVPool`: the paged KV cache tensors (semantics §3.2).
+
+K and V are `[layers, slots + page_size, kv_heads, head_dim]`: slot 0 (page 0) is the
+dummy that padding rows write to; the allocator never hands it out.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class KVPool:
+    def __init__(self, num_layers: int, num_slots: int, page_size: int, kv_heads: int,
+                 head_dim: int, dtype: torch.dtype, device: str | torch.device) -> None:
+        shape = (num_layers, num_slots + page_size, kv_heads, head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+
+    @staticmethod
+    def bytes_per_token(num_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
+        return 2 * num_layers * kv_heads * head_dim * torch.tensor([], dtype=dtype).element_size()
+
+    def write(self, layer: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """loc: [T] slots; k, v: [T, kv_heads, head_dim]."""
+        self.k[layer].index_copy_(0, loc, k.to(self.k.dtype))
+        self.v[layer].index_copy_(0, loc, v.to(self.v.dtype))

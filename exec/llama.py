@@ -1,0 +1,123 @@
+"""A Llama-family decoder (Llama 2/3, Qwen2/2.5, Qwen3, Mistral, SmolLM2) on the paged KV
+cache. Parameter names mirror Hugging Face's, so checkpoints load by name.
+
+Shapes: T tokens in the forward, H hidden size, heads Hq / Hkv of size D.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from exec.attention import AttentionMetadata, paged_attention
+from exec.kv_pool import KVPool
+from exec.model_config import ModelConfig
+from exec.rotary import RotaryEmbedding, apply_rotary
+
+
+@dataclass(frozen=True)
+class TorchBatch:
+    """The tensors one forward needs besides input_ids and positions."""
+
+    out_cache_loc: torch.Tensor  # [T] int64 KV slot each token writes
+    attention: AttentionMetadata
+    kv_pool: KVPool
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, c: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.layer, self.hq, self.hkv, self.d = layer, c.num_heads, c.num_kv_heads, c.head_dim
+        self.q_proj = nn.Linear(c.hidden_size, self.hq * self.d, bias=c.qkv_bias)
+        self.k_proj = nn.Linear(c.hidden_size, self.hkv * self.d, bias=c.qkv_bias)
+        self.v_proj = nn.Linear(c.hidden_size, self.hkv * self.d, bias=c.qkv_bias)
+        self.o_proj = nn.Linear(self.hq * self.d, c.hidden_size, bias=c.o_bias)
+        if c.qk_norm:
+            self.q_norm = RMSNorm(self.d, c.rms_norm_eps)
+            self.k_norm = RMSNorm(self.d, c.rms_norm_eps)
+        self.qk_norm = c.qk_norm
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, fb: TorchBatch) -> torch.Tensor:
+        t = x.shape[0]
+        q = self.q_proj(x).view(t, self.hq, self.d)    # [T, Hq, D]
+        k = self.k_proj(x).view(t, self.hkv, self.d)   # [T, Hkv, D]
+        v = self.v_proj(x).view(t, self.hkv, self.d)   # [T, Hkv, D]
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        fb.kv_pool.write(self.layer, fb.out_cache_loc, k, v)
+        out = paged_attention(q, fb.kv_pool.k[self.layer], fb.kv_pool.v[self.layer],
+                              fb.attention, scale=self.d ** -0.5)  # [T, Hq, D]
+        return self.o_proj(out.reshape(t, self.hq * self.d))      # [T, H]
+
+
+class MLP(nn.Module):
+    def __init__(self, c: ModelConfig) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=c.mlp_bias)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=c.mlp_bias)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=c.mlp_bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.self_attn = Attention(c, layer)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.mlp = MLP(c)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, fb: TorchBatch) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, fb)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class DecoderStack(nn.Module):
+    """Hugging Face's `model.*`: embeddings, layers, final norm."""
+
+    def __init__(self, c: ModelConfig) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(c, i) for i in range(c.num_layers))
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.rotary_emb = RotaryEmbedding(c.head_dim, c.rope_theta, c.rope_scaling)
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.model = DecoderStack(config)
+        if not config.tie_word_embeddings:
+            self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, forward_batch: TorchBatch) -> torch.Tensor:
+        """input_ids, positions: [T] int64. Returns the final-norm hidden states [T, H]."""
+        x = self.model.embed_tokens(input_ids)                        # [T, H]
+        cos, sin = self.model.rotary_emb(positions, x.dtype)          # [T, D] each
+        for layer in self.model.layers:
+            x = layer(x, cos, sin, forward_batch)
+        return self.model.norm(x)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden: [R, H] -> float32 logits [R, V]."""
+        weight = self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
+        return (hidden @ weight.T).float()

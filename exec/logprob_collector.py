@@ -1,0 +1,63 @@
+"""Per-request logprobs gathered across steps (semantics §10.4, §11.4).
+
+Input logprobs arrive chunk by chunk: request i owns `extend_seq_len - extend_logprob_start_len`
+rows of each prefill step. On return they read `[None] + rows[:-1]`: nothing predicts the
+first requested token, and the last row predicts the first *output* token. A re-prefill
+after retraction adds nothing (the request already has outputs). Output logprobs: one per
+kept token (an intermediate chunk's token is discarded).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from shared.forward_batch import ForwardBatch
+from shared.model_runner import RunnerOutput
+from shared.req import Req
+from shared.schedule_batch import ScheduleBatch
+
+
+class RequestLogprobs(NamedTuple):
+    input_token_logprobs: list[float | None] | None
+    input_top_logprobs: list[Any] | None
+    output_token_logprobs: list[float] | None
+
+
+class LogprobCollector:
+    def __init__(self) -> None:
+        self._input: dict[str, list[float]] = {}
+        self._input_top: dict[str, list[Any]] = {}
+        self._output: dict[str, list[float]] = {}
+
+    def collect(self, batch: ScheduleBatch, fb: ForwardBatch, out: RunnerOutput, sample: Any) -> None:
+        """Call after `sample`, before `process_batch_result` (chunk counters still set)."""
+        if not fb.return_logprob:
+            return
+        if out.input_token_logprobs is not None:
+            self._collect_input(batch, fb, out)
+        values = sample.next_token_logprobs.tolist()
+        for req, value in zip(batch.reqs, values, strict=True):
+            if req.return_logprob and req.is_chunked == 0:
+                self._output.setdefault(req.rid, []).append(value)
+
+    def _collect_input(self, batch: ScheduleBatch, fb: ForwardBatch, out: RunnerOutput) -> None:
+        counts = (fb.extend_seq_lens - fb.extend_logprob_start_lens).tolist()
+        values = out.input_token_logprobs.tolist()
+        tops = out.input_top_logprobs
+        start = 0
+        for req, n in zip(batch.reqs, counts, strict=True):
+            if req.return_logprob and not req.output_ids:
+                self._input.setdefault(req.rid, []).extend(values[start : start + n])
+                if tops is not None:
+                    self._input_top.setdefault(req.rid, []).extend(tops[start : start + n])
+            start += n
+
+    def pop(self, req: Req) -> RequestLogprobs:
+        """The request's logprobs, in SGLang's layout; forgets them."""
+        if not req.return_logprob:
+            return RequestLogprobs(None, None, None)
+        rows = self._input.pop(req.rid, [])
+        tops = self._input_top.pop(req.rid, None)
+        return RequestLogprobs([None, *rows[:-1]] if rows else [],
+                               [None, *tops[:-1]] if tops else None,
+                               self._output.pop(req.rid, []))

@@ -1,0 +1,94 @@
+"""`TorchModelRunner`: the spec's `ModelRunner` on a real PyTorch model (semantics §9).
+
+`forward(fb)` copies the batch into static device buffers (or, with `copy_to_static=False`,
+hands the numpy arrays over without the copy), builds the attention metadata once, runs the
+model, and turns the spec's logit rows into logits. On CUDA, decode batches that
+`can_run_graph` accepts replay a captured CUDA graph instead (padding rows: seq_len 1,
+slot 0). `sample(out, fb)` applies penalties, bias and the SGLang sampler; the full
+`SampleResult` of the last call (with output logprobs) stays in `last_sample`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from exec.attention import AttentionMetadata
+from exec.cuda_graph_runner import DecodeGraphRunner
+from exec.kv_pool import KVPool
+from exec.llama import LlamaForCausalLM, TorchBatch
+from exec.logits_processor import process_logits
+from exec.sampler import SampleResult, sample
+from shared.cuda_graph import can_run_graph, cuda_graph_batch_sizes
+from shared.engine_config import EngineConfig, ModelInfo
+from shared.forward_batch import ForwardBatch
+from shared.model_runner import RunnerOutput
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def torch_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    return DTYPES[dtype]
+
+
+class TorchModelRunner:
+    def __init__(self, model: LlamaForCausalLM, engine_config: EngineConfig, model_info: ModelInfo,
+                 *, device: str = "cpu", dtype: str | torch.dtype = "float32",
+                 copy_to_static: bool = True) -> None:
+        self.config = engine_config.resolve(model_info)
+        self.model_info = model_info
+        self.device = torch.device(device)
+        self.dtype = torch_dtype(dtype)
+        self.model = model.to(device=self.device, dtype=self.dtype).eval()
+        c = model.config
+        self.kv_pool = KVPool(c.num_layers, self.config.max_total_tokens, self.config.page_size,
+                              c.num_kv_heads, c.head_dim, self.dtype, self.device)
+        self.copy_to_static = copy_to_static
+        capacity = self.config.context_length + self.config.max_running_requests
+        self._static = {name: torch.zeros(capacity, dtype=torch.int64, device=self.device)
+                        for name in ("input_ids", "positions", "out_cache_loc")}
+        self.graph_sizes = cuda_graph_batch_sizes(self.config) if self.device.type == "cuda" else []
+        self.graphs = DecodeGraphRunner(self, self.graph_sizes) if self.graph_sizes else None
+        self.last_sample: SampleResult | None = None
+
+    @torch.inference_mode()
+    def forward(self, fb: ForwardBatch) -> RunnerOutput:
+        if self.graphs is not None and can_run_graph(fb, self.graph_sizes):
+            logits, padded = self.graphs.replay(fb)
+            return RunnerOutput(fb.logit_rows, tuple(logits.shape), logits, graph=True,
+                                padded_batch_size=padded)
+        hidden = self.model(self._tensor(fb, "input_ids"), self._tensor(fb, "positions"),
+                            self.torch_batch(fb))                        # [T, H]
+        out = process_logits(self.model.compute_logits, hidden, fb)
+        return RunnerOutput(fb.logit_rows, tuple(out.next_token_logits.shape),
+                            out.next_token_logits, out.input_token_logprobs, out.input_top_logprobs,
+                            graph=False, padded_batch_size=fb.batch_size)
+
+    @torch.inference_mode()
+    def sample(self, output: RunnerOutput, fb: ForwardBatch) -> np.ndarray:
+        positions = fb.positions if fb.forward_mode.is_decode() else fb.seq_lens - 1  # [B]
+        self.last_sample = sample(output.logits, fb.sampling_params, fb.output_ids,
+                                  fb.sampling_seeds, positions, self.model_info.eos_token_ids)
+        return self.last_sample.next_token_ids.cpu().numpy()
+
+    def torch_batch(self, fb: ForwardBatch) -> TorchBatch:
+        if fb.forward_mode.is_decode():
+            prefix, extend = fb.seq_lens - 1, np.ones(fb.batch_size, np.int64)
+        else:
+            prefix, extend = fb.extend_prefix_lens, fb.extend_seq_lens
+        meta = AttentionMetadata.build(fb.req_to_token, fb.req_pool_indices, fb.seq_lens,
+                                       prefix, extend, self.device)
+        return TorchBatch(self._tensor(fb, "out_cache_loc"), meta, self.kv_pool)
+
+    def _tensor(self, fb: ForwardBatch, name: str) -> torch.Tensor:
+        """[T] int64 on the device: a view of the static buffer, or a fresh tensor."""
+        src = torch.from_numpy(np.ascontiguousarray(getattr(fb, name), dtype=np.int64))
+        if not self.copy_to_static:
+            return src.to(self.device)
+        buf = self._static[name][: len(src)]
+        buf.copy_(src, non_blocking=True)
+        return buf
