@@ -41,10 +41,14 @@ class _Entry(NamedTuple):
 
 
 class _Target(NamedTuple):
-    """One model tensor (Parameter or buffer) and every state_dict name it goes by."""
+    """Every state_dict name of one model tensor (several when tied), and its shape.
+
+    NOTE: no reference to the tensor itself, so a tensor replaced during loading (a cast or a
+    move) is freed at once rather than when loading ends.
+    """
 
     names: tuple[str, ...]
-    tensor: torch.Tensor
+    shape: tuple[int, ...]
 
 
 def load_weights(model: torch.nn.Module, folder: str | Path, *,
@@ -121,10 +125,7 @@ def _indexed_entries(index: Path) -> dict[str, _Entry]:
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(f"{index} has no weight_map")
     shards = sorted(set(weight_map.values()))
-    missing = [s for s in shards if not (index.parent / s).is_file()]
-    if missing:
-        raise CheckpointError(f"{index} names shards missing from {index.parent}: "
-                              f"{_listed(missing)}")
+    _require_shards(index, shards)
     headers = {s: _file_entries(index.parent / s) for s in shards}
     absent = [f"{n!r} (in {s})" for n, s in weight_map.items() if n not in headers[s]]
     if absent:
@@ -133,11 +134,20 @@ def _indexed_entries(index: Path) -> dict[str, _Entry]:
     return {name: headers[shard][name] for name, shard in weight_map.items()}
 
 
+def _require_shards(index: Path, shards: list[str]) -> None:
+    """Raise naming the shards the index lists that are not in its folder."""
+    missing = [s for s in shards if not (index.parent / s).is_file()]
+    if missing:
+        raise CheckpointError(f"{index} names shards missing from {index.parent}: "
+                              f"{_listed(missing)}")
+
+
 def _file_entries(path: Path) -> dict[str, _Entry]:
     """Name -> entry for every tensor in one safetensors file (reads the header only)."""
     try:
         with safe_open(path, framework="pt") as f:
-            return {k: _Entry(path, tuple(f.get_slice(k).get_shape())) for k in f.keys()}  # noqa: SIM118
+            names = f.keys()  # a safe_open handle is not iterable
+            return {k: _Entry(path, tuple(f.get_slice(k).get_shape())) for k in names}
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"cannot read safetensors file {path}: {e}") from e
 
@@ -148,7 +158,8 @@ def _targets(model: torch.nn.Module) -> dict[str, _Target]:
     state = model.state_dict(keep_vars=True)
     for name, tensor in state.items():
         groups.setdefault(id(tensor), []).append(name)
-    return {names[0]: _Target(tuple(names), state[names[0]]) for names in groups.values()}
+    return {names[0]: _Target(tuple(names), tuple(state[names[0]].shape))
+            for names in groups.values()}
 
 
 def _plan(entries: dict[str, _Entry], targets: dict[str, _Target],
@@ -193,7 +204,7 @@ def _check_shapes(plan: dict[str, str], entries: dict[str, _Entry],
                   targets: dict[str, _Target]) -> None:
     """Raise naming the first checkpoint tensor whose shape differs from the model's."""
     for first, name in plan.items():
-        expected, got = tuple(targets[first].tensor.shape), entries[name].shape
+        expected, got = targets[first].shape, entries[name].shape
         if expected != got:
             raise CheckpointError(
                 f"tensor {name!r} in {entries[name].path}: model expects shape "
@@ -223,15 +234,20 @@ def _load_file(model: torch.nn.Module, path: Path, pairs: Iterable[tuple[_Target
 
 def _assign(model: torch.nn.Module, target: _Target, tensor: torch.Tensor) -> None:
     """Copy in place when dtype and device match; otherwise rebind every tied name."""
-    current = target.tensor
+    current = getattr(*_module_and_leaf(model, target.names[0]))
     if current.dtype == tensor.dtype and current.device == tensor.device:
         current.copy_(tensor)
         return
     if isinstance(current, torch.nn.Parameter):
         tensor = torch.nn.Parameter(tensor, requires_grad=current.requires_grad)
     for name in target.names:
-        module_name, _, leaf = name.rpartition(".")
-        setattr(model.get_submodule(module_name), leaf, tensor)
+        setattr(*_module_and_leaf(model, name), tensor)
+
+
+def _module_and_leaf(model: torch.nn.Module, name: str) -> tuple[torch.nn.Module, str]:
+    """`model.layers.0.mlp.up_proj.weight` -> (the up_proj module, "weight")."""
+    module_name, _, leaf = name.rpartition(".")
+    return model.get_submodule(module_name), leaf
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -114,7 +114,7 @@ def gumbel_argmax(logprobs: torch.Tensor, keep: torch.Tensor, noise: torch.Tenso
     """argmax over kept tokens of logprob + Gumbel noise: one draw from the renormalised
     filtered distribution [B]. Dropped and zero-probability (-inf) tokens can never win."""
     score = logprobs.to(torch.float64) + noise  # [B, V] float64; -inf stays -inf
-    return score.masked_fill(~keep, float("-inf")).argmax(dim=-1)
+    return score.masked_fill(~keep | torch.isneginf(logprobs), float("-inf")).argmax(dim=-1)
 
 
 def gumbel_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
