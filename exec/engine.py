@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -87,7 +88,7 @@ class Engine:
         None, one SamplingParams / dict for all, or one per prompt. The whole list is
         validated before anything runs: a bad prompt raises InvalidRequestError naming its
         index, and the engine is left as it was."""
-        single = isinstance(prompts, str) or (len(prompts) > 0 and isinstance(prompts[0], int))
+        single = isinstance(prompts, str) or (len(prompts) > 0 and isinstance(prompts[0], (int, np.integer)))
         plist = [prompts] if single else list(prompts)
         reqs = self._build_requests(plist, _per_prompt(sampling_params, len(plist)))
         for r in reqs:
@@ -113,7 +114,7 @@ class Engine:
 
     def _tokenize(self, i: int, prompt: Prompt) -> list[int]:
         if not isinstance(prompt, str):
-            return list(prompt)
+            return [int(t) for t in prompt]
         if self.tokenizer is None:
             raise InvalidRequestError("prompt", prompt, f"prompt {i}: text given but the model has "
                                       "no tokenizer.json; pass token ids")
@@ -131,7 +132,7 @@ class Engine:
             while pending:
                 done = self._step()
                 if done is None:
-                    break
+                    raise RuntimeError(f"scheduler stopped with {len(pending)} request(s) unfinished")
                 finished = pending & {r.rid for r in done}
                 pending -= finished
                 bar.update(len(finished))

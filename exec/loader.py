@@ -153,7 +153,7 @@ def _file_entries(path: Path) -> dict[str, _Entry]:
 
 
 def _targets(model: torch.nn.Module) -> dict[str, _Target]:
-    """First state_dict name of each distinct tensor -> the tensor and all its (tied) names."""
+    """First state_dict name of each distinct tensor -> all its (tied) names and its shape."""
     groups: dict[int, list[str]] = {}
     state = model.state_dict(keep_vars=True)
     for name, tensor in state.items():

@@ -19,6 +19,8 @@ ARCHITECTURES = {
     "Qwen3ForCausalLM": "qwen3",
     "MistralForCausalLM": "mistral",
 }
+MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "mistral": "mistral"}
+LLAMA3_ROPE_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 SUPPORTED_ROPE_TYPES = ("default", "llama3")
 
 
@@ -61,15 +63,21 @@ class ModelConfig:
     def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
         arch = _architecture(d)
         heads = _req(d, "num_attention_heads")
+        kv_heads = d.get("num_key_value_heads") or heads
+        if heads % kv_heads:
+            raise UnsupportedModelError(f"num_attention_heads ({heads}) is not a multiple of "
+                                        f"num_key_value_heads ({kv_heads})")
+        if d.get("hidden_act", "silu") != "silu":
+            raise UnsupportedModelError(f"hidden_act {d['hidden_act']!r} is not supported (silu only)")
         rope_theta, rope_scaling = _rope(d)
         _refuse_sliding_window(arch, d)
-        attention_bias = bool(d.get("attention_bias", False))
+        attention_bias = bool(d.get("attention_bias", False)) and arch != "mistral"
+        default_head_dim = 128 if arch == "qwen3" else _req(d, "hidden_size") // heads
         return cls(
             arch=arch, vocab_size=_req(d, "vocab_size"), hidden_size=_req(d, "hidden_size"),
             intermediate_size=_req(d, "intermediate_size"),
             num_layers=_req(d, "num_hidden_layers"), num_heads=heads,
-            num_kv_heads=d.get("num_key_value_heads") or heads,
-            head_dim=d.get("head_dim") or _req(d, "hidden_size") // heads,
+            num_kv_heads=kv_heads, head_dim=d.get("head_dim") or default_head_dim,
             rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), rope_theta=rope_theta,
             rope_scaling=rope_scaling,
             max_position_embeddings=int(d.get("max_position_embeddings", 2048)),
@@ -95,6 +103,8 @@ def _architecture(d: dict[str, Any]) -> str:
     for name in names:
         if name in ARCHITECTURES:
             return ARCHITECTURES[name]
+    if not names and d.get("model_type") in MODEL_TYPES:
+        return MODEL_TYPES[d["model_type"]]
     raise UnsupportedModelError(
         f"unsupported architecture {names or d.get('model_type')!r}; batchtwin runs "
         f"{', '.join(ARCHITECTURES)}")
@@ -114,6 +124,9 @@ def _rope(d: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
             raise UnsupportedModelError(f"rope scaling {kind!r} is not supported "
                                         f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})")
         scaling = None if kind == "default" else {**scaling, "rope_type": kind}
+        missing = [k for k in LLAMA3_ROPE_KEYS if scaling is not None and k not in scaling]
+        if missing:
+            raise UnsupportedModelError(f"llama3 rope scaling is missing {', '.join(missing)}")
     return float(theta), scaling
 
 
@@ -132,4 +145,7 @@ def _eos(d: dict[str, Any]) -> tuple[int, ...]:
     eos = d.get("eos_token_id")
     if eos is None:
         return ()
-    return tuple(eos) if isinstance(eos, list) else (int(eos),)
+    ids = eos if isinstance(eos, list) else [eos]
+    if not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+        raise UnsupportedModelError(f"eos_token_id must be an int or a list of ints, got {eos!r}")
+    return tuple(ids)

@@ -165,3 +165,28 @@ def test_unsupported_rope_type_is_named(rope):
 def test_eos_token_id_is_int_or_list(eos, expected):
     """eos_token_id, an int, a list or absent, becomes a tuple of ids."""
     assert ModelConfig.from_dict(hand(eos_token_id=eos)).eos_token_ids == expected
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"num_attention_heads": 4, "num_key_value_heads": 3}, "multiple"),
+    ({"hidden_act": "gelu"}, "hidden_act"),
+    ({"eos_token_id": ["2", 3.0]}, "eos_token_id"),
+    ({"rope_scaling": {"rope_type": "llama3"}}, "missing factor"),
+])
+def test_inconsistent_configs_are_refused_with_the_reason(kw, match):
+    """Head counts, activation, EOS ids and llama3 rope parameters are checked on load."""
+    with pytest.raises(UnsupportedModelError, match=match):
+        ModelConfig.from_dict(hand(**kw))
+
+
+def test_mistral_attention_bias_is_ignored_as_in_transformers():
+    """MistralAttention never has biases, whatever attention_bias says."""
+    c = ModelConfig.from_dict(hand("MistralForCausalLM", attention_bias=True, sliding_window=None))
+    assert not c.qkv_bias and not c.o_bias
+
+
+def test_config_without_architectures_falls_back_to_model_type():
+    """A config.json written by a Config (no `architectures`) is read by its model_type."""
+    d = hand()
+    del d["architectures"]
+    assert ModelConfig.from_dict({**d, "model_type": "qwen2"}).arch == "qwen2"
