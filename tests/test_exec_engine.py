@@ -101,3 +101,22 @@ def test_cuda_graph_decode_matches_eager(tiny_checkpoint):
         [o.token_ids for o in eager.generate(prompts, greedy)]
     decode = [s for s in graph.trace.steps if s.forward_mode == "DECODE"]
     assert decode and all(s.graph and s.padded_batch_size in (4, 8) for s in decode)
+
+
+def test_text_prompts_are_tokenized_and_outputs_detokenized(tiny_checkpoint, tmp_path):
+    """With a tokenizer.json, text goes in and text comes out."""
+    import shutil
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    folder, _ = tiny_checkpoint("llama")
+    shutil.copytree(folder, tmp_path / "m")
+    tok = Tokenizer(models.WordLevel({f"w{i}": i for i in range(256)}, unk_token="w1"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(str(tmp_path / "m" / "tokenizer.json"))
+    engine = Engine(tmp_path / "m", max_total_tokens=256)
+    out = engine.generate("w5 w6 w7", {"max_new_tokens": 4, "temperature": 0, "ignore_eos": True})
+    assert out.meta["prompt_tokens"] == 3
+    assert out.text == " ".join(f"w{t}" for t in out.token_ids)
+    same = engine.generate([5, 6, 7], {"max_new_tokens": 4, "temperature": 0, "ignore_eos": True})
+    assert same.token_ids == out.token_ids

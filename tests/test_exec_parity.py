@@ -62,3 +62,18 @@ def test_half_precision_runs_produce_valid_tokens(tiny_checkpoint, dtype):
     out = engine.generate(PROMPTS[:2], {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True})
     assert all(len(o.token_ids) == 8 and all(0 <= t < 256 for t in o.token_ids) for o in out)
     assert engine.runner.kv_pool.k.dtype == getattr(torch, dtype)
+
+
+def test_top_input_logprobs_rank_transformers_best_tokens_first(tiny_checkpoint):
+    """top_logprobs_num=3 gives, per prompt position, HF's three most likely next tokens."""
+    folder, hf = tiny_checkpoint("qwen3")
+    engine = Engine(folder, max_total_tokens=512)
+    prompt = [4, 8, 15, 16, 23, 42]
+    out = engine.generate(prompt, {"max_new_tokens": 1, "return_logprob": True,
+                                   "logprob_start_len": 0, "top_logprobs_num": 3})
+    ref = torch.log_softmax(hf_logits(hf, prompt), -1)
+    assert out.input_top_logprobs[0] is None and len(out.input_top_logprobs) == len(prompt)
+    for p, (ids, vals) in enumerate(out.input_top_logprobs[1:]):
+        want = ref[p].topk(3)
+        assert ids == want.indices.tolist()
+        assert max(abs(a - b) for a, b in zip(vals, want.values.tolist(), strict=True)) <= 1e-4
