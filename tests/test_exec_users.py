@@ -1,0 +1,99 @@
+"""exec for users: stop strings, streaming, chat templates, online runs."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+from exec import Engine
+from shared import FinishReason, Workload
+
+CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+GREEDY = {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}
+
+
+@pytest.fixture(scope="module")
+def text_model(tiny_checkpoint, tmp_path_factory):
+    """The tiny Llama with a word-level tokenizer (token i is 'wi') and a chat template."""
+    folder, _ = tiny_checkpoint("llama")
+    dst = tmp_path_factory.mktemp("text") / "m"
+    shutil.copytree(folder, dst)
+    vocab = {f"w{i}": i for i in range(250)} | {f"<|{r}|>": 250 + k for k, r in
+                                                   enumerate(("user", "assistant", "system"))}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="w1"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    tok.save(str(dst / "tokenizer.json"))
+    (dst / "tokenizer_config.json").write_text(json.dumps({"chat_template": CHAT_TEMPLATE}))
+    return Engine(dst, max_total_tokens=1024)
+
+
+def test_stop_string_ends_the_request_and_is_cut_from_the_text(text_model):
+    """A stop string made of the 3rd generated word ends generation there, text excludes it."""
+    free = text_model.generate("w5 w6 w7", GREEDY)
+    stop = f"w{free.token_ids[2]}"
+    out = text_model.generate("w5 w6 w7", {**GREEDY, "stop": [stop]})
+    assert out.finish_reason == FinishReason.by_stop(stop)
+    first = free.text.find(stop)
+    assert out.text == free.text[:first] and len(out.token_ids) <= 3
+    step = text_model.trace.steps[-1]
+    assert out.rid in step.rids  # the scheduler ended it at the step that produced the stop
+
+
+def test_streamed_chunks_concatenate_to_the_full_result(text_model):
+    """Text and token ids of the stream equal the non-streamed outputs; only the last
+    chunk of each request is marked finished."""
+    prompts = ["w5 w6 w7", "w9", "w10 w11"]
+    params = [GREEDY, {**GREEDY, "max_new_tokens": 5}, GREEDY]
+    full = text_model.generate(prompts, params)
+    chunks = list(text_model.generate(prompts, params, stream=True))
+    for i, out in enumerate(full):
+        mine = [c for c in chunks if c.index == i]
+        assert "".join(c.text for c in mine) == out.text
+        assert sum((c.token_ids for c in mine), []) == out.token_ids
+        assert [c.finished for c in mine] == [False] * (len(mine) - 1) + [True]
+        assert mine[-1].finish_reason == out.finish_reason
+
+
+def test_stream_with_a_stop_string_never_takes_text_back(text_model):
+    """With a stop string, streamed text is exactly the stopped text."""
+    free = text_model.generate("w3 w4", GREEDY)
+    stop = f"w{free.token_ids[3]}"
+    full = text_model.generate("w3 w4", {**GREEDY, "stop": [stop]})
+    streamed = "".join(c.text for c in text_model.generate("w3 w4", {**GREEDY, "stop": [stop]}, stream=True))
+    assert streamed == full.text
+
+
+def test_chat_prompts_render_the_template(text_model):
+    """chat=True renders the messages with the model's template before tokenizing."""
+    out = text_model.generate([{"role": "user", "content": "w5 w6"}], GREEDY, chat=True)
+    same = text_model.generate([250, 5, 6, 251], GREEDY)  # <|user|> w5 w6 <|assistant|>
+    assert out.meta["prompt_tokens"] == 4 and out.token_ids == same.token_ids
+    assert text_model.generate("w5 w6", GREEDY, chat=True).token_ids == same.token_ids
+
+
+def test_chat_without_a_template_is_a_clear_error(tiny_checkpoint):
+    """A model without a chat template refuses chat=True, naming the problem."""
+    folder, _ = tiny_checkpoint("llama")
+    with pytest.raises(ValueError, match="no chat template"):
+        Engine(folder, max_total_tokens=256).generate("hello", GREEDY, chat=True)
+
+
+def test_online_run_finishes_every_request_with_consistent_metrics(tiny_checkpoint):
+    """Engine.run on a Poisson workload: all finish, TTFT = first token - arrival, no leak."""
+    folder, _ = tiny_checkpoint("llama")
+    engine = Engine(folder, max_total_tokens=1024)
+    workload = Workload.synthetic(10, 6, 5, vocab_size=256, seed=3, rate=50.0)
+    result = engine.run(workload)
+    df = result.requests
+    assert len(df) == 10 and (df["output_len"] == 5).all()
+    assert np.allclose(df["ttft"], df["first_token_time"] - df["arrival"])
+    arrivals = np.array([w.arrival_time for w in workload])
+    assert np.allclose(df["arrival"] - df["arrival"].min(), arrivals - arrivals.min(), atol=0.05)
+    assert result.summary["completed"] == 10
+    engine.scheduler.mem.check_idle()
+    with pytest.raises(ValueError, match="already served"):
+        engine.run(workload)
