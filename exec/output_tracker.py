@@ -41,7 +41,7 @@ class OutputTracker:
         """Does appending `token` complete a stop string?"""
         if not self.stops:
             return None
-        text = self._decode(output_ids[-self._tail :] + [token])
+        text = self._decode([*output_ids[-self._tail :], token])
         hit = find_stop(text, self.stops)
         return FinishReason.by_stop(hit[1]) if hit else None
 

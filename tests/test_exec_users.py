@@ -53,7 +53,7 @@ def test_streamed_chunks_concatenate_to_the_full_result(text_model):
     for i, out in enumerate(full):
         mine = [c for c in chunks if c.index == i]
         assert "".join(c.text for c in mine) == out.text
-        assert sum((c.token_ids for c in mine), []) == out.token_ids
+        assert [t for c in mine for t in c.token_ids] == out.token_ids
         assert [c.finished for c in mine] == [False] * (len(mine) - 1) + [True]
         assert mine[-1].finish_reason == out.finish_reason
 
