@@ -47,10 +47,17 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
                     meta: AttentionMetadata, scale: float) -> torch.Tensor:
     """q: [T, H, D]; k_cache, v_cache: [slots, H_kv, D] (this layer). Returns [T, H, D]."""
     b, l_max = meta.q_index.shape
-    qp = q[meta.q_index].transpose(1, 2)                  # [B, H, L, D]
-    k = k_cache[meta.kv_index].transpose(1, 2)            # [B, H_kv, S, D]
-    v = v_cache[meta.kv_index].transpose(1, 2)            # [B, H_kv, S, D]
+    s_max = meta.kv_index.shape[1]
+    qp = _rows(q, meta.q_index.view(-1)).view(b, l_max, *q.shape[1:]).transpose(1, 2)  # [B, H, L, D]
+    flat = meta.kv_index.view(-1)
+    k = _rows(k_cache, flat).view(b, s_max, *k_cache.shape[1:]).transpose(1, 2)  # [B, H_kv, S, D]
+    v = _rows(v_cache, flat).view(b, s_max, *v_cache.shape[1:]).transpose(1, 2)  # [B, H_kv, S, D]
     out = F.scaled_dot_product_attention(qp, k, v, attn_mask=meta.mask, scale=scale,
                                          enable_gqa=qp.shape[1] != k.shape[1])  # [B, H, L, D]
     out = out.transpose(1, 2).reshape(b * l_max, q.shape[1], q.shape[2])
-    return out[meta.out_index]                            # [T, H, D]
+    return _rows(out, meta.out_index)                     # [T, H, D]
+
+
+def _rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """x[index] along dim 0 (index_select: several times faster than advanced indexing)."""
+    return x.index_select(0, index)

@@ -160,8 +160,9 @@ class Engine:
                 if step is None:
                     raise RuntimeError(f"scheduler stopped with {len(pending)} request(s) unfinished")
                 finished = pending & {r.rid for r in step[1]}
-                pending -= finished
-                bar.update(len(finished))
+                if finished:
+                    pending -= finished
+                    bar.update(len(finished))
                 yield step[0]
 
     def _stream(self, reqs: list[Req]) -> Iterator[StreamOutput]:

@@ -52,11 +52,22 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(self.d, c.rms_norm_eps)
         self.qk_norm = c.qk_norm
 
+    def fuse(self) -> None:
+        """Replace q/k/v_proj by one qkv_proj (one matmul instead of three)."""
+        self.qkv_proj = _fused_linear(self.q_proj, self.k_proj, self.v_proj)
+        del self.q_proj, self.k_proj, self.v_proj
+
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if hasattr(self, "qkv_proj"):
+            return self.qkv_proj(x).split((self.hq * self.d, self.hkv * self.d, self.hkv * self.d), -1)
+        return self.q_proj(x), self.k_proj(x), self.v_proj(x)
+
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, fb: TorchBatch) -> torch.Tensor:
         t = x.shape[0]
-        q = self.q_proj(x).view(t, self.hq, self.d)    # [T, Hq, D]
-        k = self.k_proj(x).view(t, self.hkv, self.d)   # [T, Hkv, D]
-        v = self.v_proj(x).view(t, self.hkv, self.d)   # [T, Hkv, D]
+        q, k, v = self._qkv(x)
+        q = q.reshape(t, self.hq, self.d)     # [T, Hq, D]
+        k = k.reshape(t, self.hkv, self.d)    # [T, Hkv, D]
+        v = v.reshape(t, self.hkv, self.d)    # [T, Hkv, D]
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
@@ -73,8 +84,28 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=c.mlp_bias)
         self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=c.mlp_bias)
 
+    def fuse(self) -> None:
+        """Replace gate/up_proj by one gate_up_proj."""
+        self.gate_up_proj = _fused_linear(self.gate_proj, self.up_proj)
+        del self.gate_proj, self.up_proj
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+        if hasattr(self, "gate_up_proj"):
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)   # [T, I] each
+        else:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        return self.down_proj(nn.functional.silu(gate) * up)
+
+
+def _fused_linear(*parts: nn.Linear) -> nn.Linear:
+    w = parts[0].weight
+    fused = nn.Linear(w.shape[1], sum(p.weight.shape[0] for p in parts), bias=parts[0].bias is not None,
+                      device=w.device, dtype=w.dtype)
+    with torch.no_grad():
+        fused.weight.copy_(torch.cat([p.weight for p in parts]))
+        if fused.bias is not None:
+            fused.bias.copy_(torch.cat([p.bias for p in parts]))
+    return fused
 
 
 class DecoderLayer(nn.Module):
@@ -117,7 +148,20 @@ class LlamaForCausalLM(nn.Module):
             x = layer(x, cos, sin, forward_batch)
         return self.model.norm(x)
 
+    def prepare_for_inference(self, column_major: bool = False) -> None:
+        """Fuse q/k/v and gate/up projections (fewer, larger matmuls). With `column_major`
+        (float32 on CPU), store weight matrices transposed in memory: CPU GEMV streams an
+        [in, out] layout about 1.7x faster. Loading by name is no longer possible after."""
+        for layer in self.model.layers:
+            layer.self_attn.fuse()
+            layer.mlp.fuse()
+        if column_major:
+            with torch.no_grad():
+                for p in self.parameters():
+                    if p.dim() == 2:
+                        p.data = p.data.t().contiguous().t()
+
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden: [R, H] -> float32 logits [R, V]."""
         weight = self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
-        return (hidden @ weight.T).float()
+        return nn.functional.linear(hidden, weight).float()

@@ -44,6 +44,12 @@ class TorchModelRunner:
         self.device = torch.device(device)
         self.dtype = torch_dtype(dtype)
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
+        cpu = self.device.type == "cpu"
+        self.model.prepare_for_inference(column_major=cpu and self.dtype == torch.float32)
+        if cpu:
+            # NOTE: process-wide: subnormal floats slow CPU matmuls down by 4x or more and
+            # carry no information in inference.
+            torch.set_flush_denormal(True)
         c = model.config
         self.kv_pool = KVPool(c.num_layers, self.config.max_total_tokens, self.config.page_size,
                               c.num_kv_heads, c.head_dim, self.dtype, self.device)

@@ -1,0 +1,133 @@
+"""Benchmark: real generation speed of the exec Engine against Hugging Face `generate`,
+on the same (dequantised) weights, in one run.
+
+Offline workload: N requests x P prompt tokens x O output tokens, greedy, ignore_eos.
+Reports output tokens/s of both at batch N and their ratio, and the batch-1 decode step
+time of the Engine against the weight-streaming bound (bytes of weights read per step
+divided by the memory bandwidth measured in the same run).
+
+    python -m experiments.bench_generate [--model PATH] [--threads 2] [--dtype float32]
+
+Writes experiments/results/bench_generate.json with the configuration it ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class GenerateBenchConfig:
+    model: str | None = None
+    requests: int = 32
+    prompt_len: int = 128
+    output_len: int = 128
+    threads: int = 2
+    dtype: str = "float32"
+    device: str = "cpu"
+    batch1_steps: int = 48
+    seed: int = 0
+
+
+def measure_bandwidth(device: str, nbytes: int = 1 << 29, repeats: int = 5) -> float:
+    """Bytes/s of a streaming read (sum over a large float32 tensor), best of `repeats`."""
+    x = torch.ones(nbytes // 4, device=device)
+    x.sum()
+    best = min(_timed(lambda: x.sum(), device) for _ in range(repeats))
+    return nbytes / best
+
+
+def _timed(fn, device: str) -> float:
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    sync()
+    t = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t
+
+
+def weight_bytes_per_step(model: torch.nn.Module) -> int:
+    """Every parameter is read once per decode step (tied embeddings: once, by the LM head;
+    the embedding lookup itself reads one row)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def prompts(c: GenerateBenchConfig, vocab: int) -> list[list[int]]:
+    rng = np.random.default_rng(c.seed)
+    return rng.integers(10, vocab - 10, size=(c.requests, c.prompt_len)).tolist()
+
+
+def engine_throughput(engine, ps: list[list[int]], c: GenerateBenchConfig) -> float:
+    params = {"max_new_tokens": c.output_len, "temperature": 0, "ignore_eos": True}
+    engine.generate(ps[:2], {**params, "max_new_tokens": 4})  # warm-up
+    t = time.perf_counter()
+    outs = engine.generate(ps, params)
+    return sum(len(o.token_ids) for o in outs) / (time.perf_counter() - t)
+
+
+def hf_model(engine):
+    import transformers
+
+    raw = {k: v for k, v in engine.model_config.raw.items() if k != "architectures"}
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**raw)).eval()
+    model.load_state_dict(engine.runner.model.state_dict(), strict=False)
+    return model.to(engine.runner.dtype)
+
+
+def hf_throughput(model, ps: list[list[int]], c: GenerateBenchConfig) -> float:
+    model = model.to(c.device)
+    ids = torch.tensor(ps, device=c.device)
+    kw = {"do_sample": False, "pad_token_id": 0, "eos_token_id": None}
+    model.generate(ids[:2], max_new_tokens=4, min_new_tokens=4, **kw)
+    t = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(ids, max_new_tokens=c.output_len, min_new_tokens=c.output_len, **kw)
+    return (out.shape[1] - ids.shape[1]) * ids.shape[0] / (time.perf_counter() - t)
+
+
+def batch1_decode_step(engine, ps: list[list[int]], c: GenerateBenchConfig) -> float:
+    first = len(engine.trace)
+    engine.generate(ps[0], {"max_new_tokens": c.batch1_steps, "temperature": 0, "ignore_eos": True})
+    steps = [s.duration for s in engine.trace.steps[first:] if s.forward_mode == "DECODE"]
+    return statistics.median(steps)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from exec import Engine
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name, default in asdict(GenerateBenchConfig()).items():
+        p.add_argument("--" + name.replace("_", "-"), type=type(default) if default is not None else str,
+                       default=default)
+    p.add_argument("--out", default="experiments/results/bench_generate.json")
+    args = p.parse_args(argv)
+    c = GenerateBenchConfig(**{k: v for k, v in vars(args).items() if k != "out"})
+    torch.set_num_threads(c.threads)
+    engine = Engine(c.model, device=c.device, dtype=c.dtype,
+                    max_total_tokens=c.requests * (c.prompt_len + c.output_len + 8))
+    ps = prompts(c, engine.model_info.vocab_size)
+    bandwidth = measure_bandwidth(c.device)
+    bound = weight_bytes_per_step(engine.runner.model) / bandwidth
+    step1 = batch1_decode_step(engine, ps, c)
+    ours = engine_throughput(engine, ps, c)
+    hf = hf_throughput(hf_model(engine), ps, c)
+    results = {"engine_output_tok_s": ours, "hf_output_tok_s": hf, "ratio": ours / hf,
+               "batch1_decode_step_s": step1, "weight_streaming_bound_s": bound,
+               "batch1_over_bound": step1 / bound, "bandwidth_GBps": bandwidth / 1e9}
+    for k, v in results.items():
+        print(f"{k:>26}: {v:.4g}")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"config": asdict(c), "results": results}, indent=2))
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""`BatchShape`: what a cost model needs to know about one forward, and nothing else.
+
+Derivable from a live `ForwardBatch` (sim prices what the scheduler built) and from a recorded
+`StepRecord` (a trace is re-priced), so both paths see one definition. Per request it holds
+the cached prefix length, the new (extend) length and the sequence length; decode requests
+are 1-token extends (prefix = seq_len - 1). `lm_head_rows` counts the pruned rows that become
+logits. `padded_batch_size` > batch size means CUDA-graph padding: each padding row is priced
+as a decode row with seq_len 1 (it runs through every layer and the LM head).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from shared.forward_mode import ForwardMode
+from sim.model_shapes import causal_pairs
+
+if TYPE_CHECKING:
+    from shared.forward_batch import ForwardBatch
+    from shared.step_record import StepRecord
+
+
+@dataclass(frozen=True)
+class BatchShape:
+    forward_mode: ForwardMode
+    num_tokens: int                  # real token rows (extend_num_tokens, or B for decode)
+    prefix_lens: tuple[int, ...]     # [B] cached tokens before this forward
+    extend_lens: tuple[int, ...]     # [B] tokens this forward computes
+    seq_lens: tuple[int, ...]        # [B] prefix + extend
+    lm_head_rows: int                # len(pruned_rows)
+    padded_batch_size: int           # >= B; > B only for graph-padded decode
+
+    def __post_init__(self) -> None:
+        for name in ("prefix_lens", "extend_lens", "seq_lens"):
+            object.__setattr__(self, name, tuple(int(v) for v in getattr(self, name)))
+        b = len(self.seq_lens)
+        if not len(self.prefix_lens) == len(self.extend_lens) == b:
+            raise ValueError(f"BatchShape: {len(self.prefix_lens)} prefix, {len(self.extend_lens)} "
+                             f"extend and {b} seq lengths; need one of each per request")
+        if any(p < 0 for p in self.prefix_lens) or any(e < 1 for e in self.extend_lens):
+            raise ValueError("BatchShape: need prefix >= 0 and extend >= 1 for every request")
+        if any(p + e != s for p, e, s in zip(self.prefix_lens, self.extend_lens, self.seq_lens, strict=True)):
+            raise ValueError("BatchShape: seq_len must equal prefix + extend for every request")
+        if self.num_tokens != sum(self.extend_lens):
+            raise ValueError(f"BatchShape: num_tokens {self.num_tokens} != sum of extend "
+                             f"lengths {sum(self.extend_lens)}")
+        if not 0 <= self.lm_head_rows <= self.num_tokens:
+            raise ValueError(f"BatchShape: lm_head_rows {self.lm_head_rows} outside "
+                             f"[0, {self.num_tokens}]")
+        if self.padded_batch_size < b:
+            raise ValueError(f"BatchShape: padded_batch_size {self.padded_batch_size} < "
+                             f"batch size {b}")
+
+    @classmethod
+    def build(cls, forward_mode: ForwardMode | str, seq_lens: Any, prefix_lens: Any = None,
+              lm_head_rows: int | None = None, padded_batch_size: int | None = None,
+              num_tokens: int | None = None) -> BatchShape:
+        """A shape from seq lengths; prefix lengths default to seq_len - 1 (decode rows),
+        LM-head rows to one per request. A given `num_tokens` is checked against the lengths."""
+        seq = np.asarray(seq_lens, dtype=np.int64)
+        prefix = seq - 1 if prefix_lens is None else np.asarray(prefix_lens, dtype=np.int64)
+        if prefix.shape != seq.shape:
+            raise ValueError(f"BatchShape: {len(prefix)} prefix lengths for {len(seq)} requests")
+        mode = ForwardMode[forward_mode] if isinstance(forward_mode, str) else forward_mode
+        tokens = int((seq - prefix).sum()) if num_tokens is None else int(num_tokens)
+        return cls(mode, tokens, tuple(prefix.tolist()),
+                   tuple((seq - prefix).tolist()), tuple(seq.tolist()),
+                   len(seq) if lm_head_rows is None else lm_head_rows,
+                   len(seq) if padded_batch_size is None else padded_batch_size)
+
+    @classmethod
+    def from_forward_batch(cls, fb: ForwardBatch, padded_batch_size: int | None = None
+                           ) -> BatchShape:
+        """The shape of a live batch; `padded_batch_size` is the size the runner ran it at."""
+        prefix = None if fb.forward_mode.is_decode_or_idle() else fb.extend_prefix_lens
+        return cls.build(fb.forward_mode, fb.seq_lens, prefix, len(fb.logit_rows.pruned_rows),
+                         padded_batch_size or fb.batch_size, len(fb.input_ids))
+
+    @classmethod
+    def from_step_record(cls, rec: StepRecord) -> BatchShape:
+        """The shape of a recorded step (its padded_batch_size as recorded)."""
+        mode = ForwardMode[rec.forward_mode]
+        prefix = None if mode.is_decode_or_idle() else rec.extend_prefix_lens
+        return cls.build(mode, rec.seq_lens, prefix, len(rec.pruned_rows),
+                         rec.padded_batch_size or len(rec.seq_lens), len(rec.input_ids))
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.seq_lens)
+
+    @property
+    def padding_rows(self) -> int:
+        return self.padded_batch_size - self.batch_size
+
+    @property
+    def rows(self) -> int:
+        """Token rows through the decoder layers, padding included."""
+        return self.num_tokens + self.padding_rows
+
+    @property
+    def decode_rows(self) -> int:
+        """Requests computing one token (decode, or 1-token extends), padding included."""
+        return sum(1 for e in self.extend_lens if e == 1) + self.padding_rows
+
+    @property
+    def kv_tokens(self) -> int:
+        """KV entries attention reads (per layer): every request's whole sequence."""
+        return sum(self.seq_lens) + self.padding_rows
+
+    @property
+    def attention_pairs(self) -> int:
+        """Causal query-key pairs scored (per head and layer), padding included."""
+        return causal_pairs(self.prefix_lens, self.extend_lens) + self.padding_rows
+
+    @property
+    def padded_lm_head_rows(self) -> int:
+        """Rows through the LM head: the pruned rows plus padding rows."""
+        return self.lm_head_rows + self.padding_rows
