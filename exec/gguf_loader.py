@@ -7,7 +7,8 @@ Metadata under `{arch}.*` becomes a Hugging Face style config dict for `ModelCon
 (architectures llama, qwen2, qwen3). Weights are read through the file's memory map, one
 tensor at a time: dequantised to float32 with `gguf.quants`, un-permuted where llama.cpp's
 converter permuted them, cast, and copied into a model built on the meta device and then
-allocated once on `device`. Peak memory is the model plus one float32 tensor.
+allocated once on `device`. Peak memory is the model plus two float32 copies of its
+largest tensor (dequantised, then un-permuted); the file stays in the page cache.
 
 Llama 3 rope scaling has no metadata in a GGUF: the converter stores the per-frequency
 divisors as a `rope_freqs.weight` tensor. Its llama3 parameters are recovered from those
@@ -117,25 +118,25 @@ def gguf_config_dict(meta: Metadata, tensors: Mapping[str, ReaderTensor]) -> dic
     if arch not in ARCHITECTURES:
         raise UnsupportedModelError(f"GGUF architecture {arch!r} is not supported (supported: "
                                     f"{', '.join(ARCHITECTURES)})")
-
-    def key(name: str) -> str:
-        return f"{arch}.{name}"
-
-    hidden, heads = int(meta.require(key("embedding_length"))), int(meta.require(key("attention.head_count")))
-    head_dim = int(meta.get(key("attention.key_length"), hidden // heads))
-    _require_equal(meta, key("attention.value_length"), head_dim, "value heads differ from key heads")
-    _require_equal(meta, key("rope.dimension_count"), head_dim, "partial rotary is not supported")
-    theta = _decimal(meta.get(key("rope.freq_base"), 10000.0))
-    context = int(meta.require(key("context_length")))
-    vocab = meta.get(key("vocab_size")) or _torch_shape(_required_tensor(tensors, "token_embd.weight", meta.path))[0]
+    hidden = int(meta.require(f"{arch}.embedding_length"))
+    heads = int(meta.require(f"{arch}.attention.head_count"))
+    head_dim = int(meta.get(f"{arch}.attention.key_length", hidden // heads))
+    _require_equal(meta, f"{arch}.attention.value_length", head_dim, "value heads differ from key heads")
+    _require_equal(meta, f"{arch}.rope.dimension_count", head_dim, "partial rotary is not supported")
+    theta = _decimal(meta.get(f"{arch}.rope.freq_base", 10000.0))
+    vocab = meta.get(f"{arch}.vocab_size") or \
+        _torch_shape(_required_tensor(tensors, "token_embd.weight", meta.path))[0]
+    kv_key = f"{arch}.attention.head_count_kv"
     return {
         "architectures": [ARCHITECTURES[arch]], "model_type": arch, "vocab_size": int(vocab),
-        "hidden_size": hidden, "intermediate_size": int(meta.require(key("feed_forward_length"))),
-        "num_hidden_layers": int(meta.require(key("block_count"))), "num_attention_heads": heads,
-        "num_key_value_heads": _uniform(meta.get(key("attention.head_count_kv"), heads), key("attention.head_count_kv")),
-        "head_dim": head_dim, "rms_norm_eps": _decimal(meta.require(key("attention.layer_norm_rms_epsilon"))),
-        "rope_theta": theta, "rope_scaling": _rope_scaling(meta, key, tensors, head_dim, theta),
-        "max_position_embeddings": context, "tie_word_embeddings": "output.weight" not in tensors,
+        "hidden_size": hidden, "intermediate_size": int(meta.require(f"{arch}.feed_forward_length")),
+        "num_hidden_layers": int(meta.require(f"{arch}.block_count")),
+        "num_attention_heads": heads, "num_key_value_heads": _uniform(meta.get(kv_key, heads), kv_key),
+        "head_dim": head_dim,
+        "rms_norm_eps": _decimal(meta.require(f"{arch}.attention.layer_norm_rms_epsilon")),
+        "rope_theta": theta, "rope_scaling": _rope_scaling(meta, arch, tensors, head_dim, theta),
+        "max_position_embeddings": int(meta.require(f"{arch}.context_length")),
+        "tie_word_embeddings": "output.weight" not in tensors,
         "attention_bias": arch == "llama" and "blk.0.attn_q.bias" in tensors,
         "mlp_bias": "blk.0.ffn_up.bias" in tensors,
         "eos_token_id": _eos_ids(meta), "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
@@ -150,7 +151,8 @@ def dequantize_tensor(name: str, data: np.ndarray, qtype: GGMLQuantizationType,
     one of SUPPORTED_TYPES, and CheckpointError when the data does not hold `shape`.
     """
     check_type(name, qtype)
-    out = dequantize(data.view(np.ndarray), qtype)  # NOTE: a plain view skips np.memmap's per-slice overhead
+    # NOTE: a plain ndarray view of the memory map skips np.memmap's per-slice overhead.
+    out = dequantize(data.view(np.ndarray), qtype)
     if out.size != math.prod(shape):
         raise CheckpointError(f"tensor {name!r}: {_type_name(qtype)} data holds {out.size} "
                               f"values, shape {shape} needs {math.prod(shape)}")
@@ -174,7 +176,8 @@ def permute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
 
 
 def unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
-    """The inverse of `permute_qk`: GGUF's interleaved rows back to Hugging Face's order."""
+    """The inverse of `permute_qk`: GGUF's interleaved rows back to Hugging Face's order.
+    n_head is num_heads for attn_q and num_kv_heads for attn_k."""
     half = w.shape[0] // n_head // 2
     return w.reshape(n_head, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
@@ -238,14 +241,14 @@ def _uniform(value: Any, key: str) -> int:
     return int(values.pop())
 
 
-def _rope_scaling(meta: Metadata, key: Any, tensors: Mapping[str, ReaderTensor],
+def _rope_scaling(meta: Metadata, arch: str, tensors: Mapping[str, ReaderTensor],
                   head_dim: int, theta: float) -> dict[str, Any] | None:
     """Scaling from `rope.scaling.*` (ModelConfig refuses the kinds it cannot run) or from a
     `rope_freqs` tensor (llama3)."""
-    kind = meta.get(key("rope.scaling.type"), "none")
-    original = meta.get(key("rope.scaling.original_context_length"))
+    kind = meta.get(f"{arch}.rope.scaling.type", "none")
+    original = meta.get(f"{arch}.rope.scaling.original_context_length")
     if kind != "none":
-        return {"rope_type": kind, "factor": _decimal(meta.get(key("rope.scaling.factor"), 1.0)),
+        return {"rope_type": kind, "factor": _decimal(meta.get(f"{arch}.rope.scaling.factor", 1.0)),
                 "original_max_position_embeddings": original}
     if ROPE_FREQS not in tensors:
         return None

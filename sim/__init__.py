@@ -1,1 +1,28 @@
-"""batchtwin's SimPy cost-model executor: replays the spec's batches and prices each one."""
+"""batchtwin's SimPy cost-model executor: replays the spec's batches and prices each one.
+
+`simulate(workload, model=..., hardware=..., tp=...)` is the entry point; the pieces it wires
+(`SimModelRunner`, token sources, `drive_workload`, cost models) are exported for callers who
+assemble their own run (e.g. exec's runner under a cost-model clock).
+"""
+
+from sim.batch_shape import BatchShape
+from sim.cost_model import CostModel, StepCost, ZeroCostModel
+from sim.driver import drive_workload
+from sim.sim_model_runner import SimModelRunner
+from sim.simulate import Simulation, build_simulation, simulate
+from sim.token_source import ReplayTokenSource, SyntheticTokenSource, TokenSource
+
+__all__ = [
+    "BatchShape",
+    "CostModel",
+    "ReplayTokenSource",
+    "SimModelRunner",
+    "Simulation",
+    "StepCost",
+    "SyntheticTokenSource",
+    "TokenSource",
+    "ZeroCostModel",
+    "build_simulation",
+    "drive_workload",
+    "simulate",
+]

@@ -63,6 +63,9 @@ class Hardware:
     def __post_init__(self) -> None:
         if isinstance(self.sources, Mapping):
             object.__setattr__(self, "sources", tuple(sorted(self.sources.items())))
+        if not isinstance(self.name, str) or not isinstance(self.low_confidence, bool):
+            raise ValueError(f"name must be a string and low_confidence a boolean, got "
+                             f"{self.name!r}, {self.low_confidence!r}")
         for name in NUMBER_FIELDS:
             _check_number(name, getattr(self, name), optional=name in OPTIONAL_FIELDS,
                           at_most_one=name in EFFICIENCY_FIELDS)

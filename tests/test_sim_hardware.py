@@ -137,6 +137,7 @@ MALFORMED = [
     ('{"x": {"base": "h300"}}', "unknown base 'h300'"),
     ('{"h100": {"sources": ["a"]}}', "sources must be an object"),
     ('{"h100": {"sources": {"speed": "x"}}}', "unknown fields"),
+    ('{"h100": {"low_confidence": "yes"}}', "low_confidence a boolean"),
 ]
 
 
@@ -168,3 +169,10 @@ def test_peak_flops_rejects_unknown_dtype():
     """peak_flops names the dtypes it knows when given another."""
     with pytest.raises(ValueError, match="unknown dtype 'int4'"):
         get_hardware("h100").peak_flops("int4")
+
+
+@pytest.mark.parametrize("hw", CATALOGUE, ids=lambda h: h.key)
+def test_to_dict_round_trips(hw):
+    """Hardware(**hw.to_dict()) rebuilds an equal entry (sources as a plain dict)."""
+    d = hw.to_dict()
+    assert isinstance(d["sources"], dict) and Hardware(**d) == hw

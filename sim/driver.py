@@ -1,0 +1,155 @@
+"""The SimPy driver: a workload's arrivals and the engine loop, in simulated time (DESIGN §5).
+
+Two processes share one `simpy.Environment`:
+
+- arrivals: sleeps until each distinct arrival time of the workload and wakes the engine if it
+  is idle;
+- engine: at the top of every iteration admits every request whose `arrival_time <= now`
+  (`WorkloadRequest.to_req()`, in workload order, as exec's online driver and SGLang's
+  `recv_requests` do), then runs the scheduler's driver loop (`Scheduler` docstring):
+
+      batch = scheduler.get_next_batch_to_run(now)
+      fb = ForwardBatch.init_new(batch); out = runner.forward(fb)
+      yield timeout(step_time); ids = runner.sample(out, fb)
+      scheduler.process_batch_result(batch, out, ids, now, finished=finished_hook(batch, ids))
+
+  With nothing to run it waits for the next arrival; it stops when every request finished.
+
+A request arriving while a step runs is admitted when the step ends (the engine is busy), so
+an idle engine starts work exactly at an arrival, and a step never starts before the arrival
+of any request it holds.
+
+`step_time` is `clock.step_time(BatchShape.from_forward_batch(fb, out.padded_batch_size))`
+when a `clock` (any CostModel) is given, else `out.duration`. The runner is any object with
+the ModelRunner protocol's `forward`/`sample`: the sim runner, or exec's torch runner run under
+a cost-model clock. Nothing here reads a wall clock or draws randomness.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import simpy
+from tqdm import tqdm
+
+from shared.finish_reason import FinishReason
+from shared.forward_batch import ForwardBatch
+from shared.model_runner import ModelRunner, RunnerOutput
+from sim.batch_shape import BatchShape
+from sim.cost_model import CostModel
+
+if TYPE_CHECKING:
+    from shared.schedule_batch import ScheduleBatch
+    from shared.scheduler import Scheduler
+    from shared.trace import Trace
+    from shared.workload import Workload, WorkloadRequest
+
+FinishedHook = Callable[["ScheduleBatch", np.ndarray], dict[str, FinishReason]]
+PROGRESS_DELAY_S = 2.0
+
+
+def drive_workload(scheduler: Scheduler, runner: ModelRunner, workload: Workload, *,
+                   clock: CostModel | None = None, finished_hook: FinishedHook | None = None,
+                   progress: bool = False) -> Trace:
+    """Serve `workload` on `scheduler` with `runner` in simulated time (seconds from 0) until
+    every request finished; returns the scheduler's trace. `finished_hook(batch, ids)` names
+    requests to end after this step's token (the `finished=` map of process_batch_result).
+    Raises ValueError for an empty workload, RuntimeError if the scheduler stalls."""
+    if not len(workload):
+        raise ValueError("the workload has no requests")
+    env = simpy.Environment()
+    loop = EngineLoop(env, scheduler, runner, workload.requests, clock, finished_hook)
+    with tqdm(total=len(workload), desc="simulate", unit="req", delay=PROGRESS_DELAY_S,
+              disable=not progress) as bar:
+        loop.progress = bar
+        env.process(loop.arrivals())
+        env.run(until=env.process(loop.engine()))
+    loop.check_all_finished()
+    return scheduler.trace
+
+
+class EngineLoop:
+    """The state the two processes share: the next request to admit and the idle event."""
+
+    def __init__(self, env: simpy.Environment, scheduler: Scheduler, runner: ModelRunner,
+                 requests: Sequence[WorkloadRequest], clock: CostModel | None,
+                 finished_hook: FinishedHook | None) -> None:
+        self.env, self.scheduler, self.runner = env, scheduler, runner
+        self.requests = requests
+        self.clock, self.finished_hook = clock, finished_hook
+        self.next = 0                           # index of the next request to admit
+        self.idle: simpy.Event | None = None    # set while the engine waits for an arrival
+        self.progress: tqdm | None = None
+
+    def arrivals(self) -> Iterator[simpy.Event]:
+        env = self.env
+        for t in distinct_times(self.requests):
+            # NOTE: now + (t - now) can round below t; a second, tiny timeout lands exactly.
+            while env.now < t:
+                yield env.timeout(t - env.now)
+            if self.idle is not None and not self.idle.triggered:
+                self.idle.succeed()
+
+    def engine(self) -> Iterator[simpy.Event]:
+        sched = self.scheduler
+        while True:
+            self.admit()
+            batch = sched.get_next_batch_to_run(self.env.now)
+            if batch is not None:
+                yield from self.step(batch)
+            elif self.next < len(self.requests):
+                self.idle = self.env.event()
+                yield self.idle
+                self.idle = None
+            elif sched.has_work():
+                raise RuntimeError(f"the scheduler stalled at t={self.env.now:.6f} s with "
+                                   f"{len(sched.waiting_queue)} request(s) waiting")
+            else:
+                return
+
+    def admit(self) -> None:
+        reqs, now, i = self.requests, self.env.now, self.next
+        while i < len(reqs) and reqs[i].arrival_time <= now:
+            self.scheduler.add_request(reqs[i].to_req())
+            i += 1
+        self.next = i
+
+    def step(self, batch: ScheduleBatch) -> Iterator[simpy.Event]:
+        fb = ForwardBatch.init_new(batch)
+        out = self.runner.forward(fb)
+        yield self.env.timeout(self.step_time(fb, out))
+        ids = self.runner.sample(out, fb)
+        finished = self.finished_hook(batch, ids) if self.finished_hook is not None else None
+        done = self.scheduler.process_batch_result(batch, out, ids, self.env.now, finished)
+        if done and self.progress is not None:
+            self.progress.update(len(done))
+
+    def step_time(self, fb: ForwardBatch, out: RunnerOutput) -> float:
+        if self.clock is not None:
+            t = self.clock.step_time(BatchShape.from_forward_batch(fb, out.padded_batch_size))
+        elif out.duration is None:
+            raise ValueError("the runner reported no step duration (RunnerOutput.duration is "
+                             "None); give the driver a cost model as its clock")
+        else:
+            t = out.duration
+        if not (math.isfinite(t) and t >= 0):
+            raise ValueError(f"step time must be finite and >= 0 seconds, got {t!r}")
+        return t
+
+    def check_all_finished(self) -> None:
+        records = self.scheduler.trace.requests
+        left = [r.rid for r in self.requests if records[r.rid].finish_reason is None]
+        if left:
+            raise RuntimeError(f"{len(left)} request(s) never finished: {left[:5]}")
+
+
+def distinct_times(requests: Sequence[WorkloadRequest]) -> Iterator[float]:
+    """The arrival times of `requests` (sorted by arrival), each once."""
+    last = None
+    for r in requests:
+        if r.arrival_time != last:
+            last = r.arrival_time
+            yield last

@@ -1,0 +1,45 @@
+"""`SimModelRunner`: the spec's ModelRunner, pricing each batch instead of computing it.
+
+`forward(fb)` makes the same CUDA-graph decision exec's runner makes on a GPU
+(`cuda_graph_batch_sizes(config)`, `can_run_graph`, `padded_batch_size`), prices the batch
+at the size it runs at with a `CostModel`, and returns the spec's logit rows with no logits
+(`RunnerOutput.duration` is the priced step time). `sample` takes one id per request from a
+`TokenSource`, for output index `len(output_ids)`; the scheduler discards the id of an
+intermediate prefill chunk (it records -1), but the runner still returns one per row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shared.cuda_graph import can_run_graph, cuda_graph_batch_sizes, padded_batch_size
+from shared.engine_config import EngineConfig, ModelInfo
+from shared.forward_batch import ForwardBatch
+from shared.model_runner import RunnerOutput
+from sim.batch_shape import BatchShape
+from sim.cost_model import CostModel
+from sim.token_source import TokenSource
+
+
+class SimModelRunner:
+    """`config` is the scheduler's effective config (`Scheduler.config`), as for exec's runner:
+    its graph sizes are capped at max_running_requests."""
+
+    def __init__(self, cost_model: CostModel, token_source: TokenSource, config: EngineConfig,
+                 model_info: ModelInfo) -> None:
+        self.cost_model = cost_model
+        self.token_source = token_source
+        self.vocab_size = model_info.vocab_size
+        self.graph_sizes = cuda_graph_batch_sizes(config)
+
+    def forward(self, forward_batch: ForwardBatch) -> RunnerOutput:
+        fb = forward_batch
+        graph = can_run_graph(fb, self.graph_sizes)
+        padded = padded_batch_size(fb.batch_size, self.graph_sizes) if graph else fb.batch_size
+        duration = self.cost_model.step_time(BatchShape.from_forward_batch(fb, padded))
+        return RunnerOutput(fb.logit_rows, (fb.batch_size, self.vocab_size), graph=graph,
+                            padded_batch_size=padded, duration=duration)
+
+    def sample(self, output: RunnerOutput, forward_batch: ForwardBatch) -> np.ndarray:
+        fb = forward_batch
+        return self.token_source.token_ids(fb.rids, [len(o) for o in fb.output_ids])

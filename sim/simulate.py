@@ -1,0 +1,144 @@
+"""`simulate(workload, ...)`: serve a workload on a simulated model and hardware.
+
+The pieces, wired as exec's Engine wires its own: a `Scheduler` with the model's `ModelInfo`
+and the KV capacity `kv_capacity_tokens` estimates (unless `max_total_tokens` is given), a
+`SimModelRunner` pricing each batch with the cost model, a token source (synthetic by default)
+and the SimPy driver. The trace header records the model's config.json and the executor
+`{"kind": "sim", "hardware", "tp", "cost_model"}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from shared.engine_config import EngineConfig, ModelInfo
+from shared.run_result import SLO, RunResult
+from shared.scheduler import Scheduler
+from shared.workload import Workload
+from sim.calibrated import CalibratedCostModel
+from sim.cost_model import CostModel, ZeroCostModel
+from sim.driver import drive_workload
+from sim.hardware import Hardware, get_hardware
+from sim.model_shapes import EMBEDDED_CONFIGS, ModelShape, get_model_shape, shape_from_config
+from sim.roofline import RooflineCostModel, check_tp, kv_capacity_tokens
+from sim.sim_model_runner import SimModelRunner
+from sim.token_source import SyntheticTokenSource, TokenSource
+
+ModelSpec = str | os.PathLike[str] | Mapping[str, Any]
+CostModelSpec = CostModel | str | os.PathLike[str] | None
+
+
+class Simulation(NamedTuple):
+    """Everything `simulate` runs, built by `build_simulation` (nothing has run yet)."""
+
+    scheduler: Scheduler
+    runner: SimModelRunner
+    token_source: TokenSource
+    cost_model: CostModel
+    model_shape: ModelShape
+    hardware: Hardware
+
+
+def simulate(workload: Workload, *, model: ModelSpec = "llama-3-8b",
+             hardware: str | os.PathLike[str] = "h100", tp: int = 1,
+             cost_model: CostModelSpec = None, token_source: TokenSource | None = None,
+             seed: int = 0, slo: SLO | None = None, progress: bool = False,
+             **engine_args: Any) -> RunResult:
+    """Serve `workload` and return its RunResult.
+
+    `model`: an embedded key (`sim.model_shapes.EMBEDDED_CONFIGS`), a config.json path or a
+    config dict. `hardware`: a catalogue key or a hardware JSON path. `cost_model`: None (the
+    roofline of model, hardware and tp), a CostModel, or a calibrated-model JSON path.
+    `token_source`: None (SyntheticTokenSource(seed, vocab, eos)) or any TokenSource; its
+    `finished` is the driver's finished hook. `engine_args`: EngineConfig fields.
+    Raises ValueError for unknown keys, bad parameters or an empty workload."""
+    if not len(workload):
+        raise ValueError("the workload has no requests")
+    s = build_simulation(model=model, hardware=hardware, tp=tp, cost_model=cost_model,
+                         token_source=token_source, seed=seed, **engine_args)
+    trace = drive_workload(s.scheduler, s.runner, workload,
+                           finished_hook=s.token_source.finished, progress=progress)
+    return RunResult.from_trace(trace, slo)
+
+
+def build_simulation(*, model: ModelSpec = "llama-3-8b",
+                     hardware: str | os.PathLike[str] = "h100", tp: int = 1,
+                     cost_model: CostModelSpec = None, token_source: TokenSource | None = None,
+                     seed: int = 0, **engine_args: Any) -> Simulation:
+    """The scheduler, runner, token source and cost model `simulate` uses (same arguments)."""
+    config_json, shape = load_model(model)
+    hw = get_hardware(hardware)
+    check_tp(tp, shape)
+    engine = engine_config(engine_args)
+    info = model_info(config_json, shape)
+    cost = resolve_cost_model(cost_model, shape, hw, tp)
+    capacity = kv_capacity_tokens(shape, hw, tp, engine.max_total_tokens)
+    scheduler = Scheduler(engine, info, kv_capacity=capacity)
+    scheduler.trace.model_config = config_json
+    scheduler.trace.executor = {"kind": "sim", "hardware": hw.key, "tp": tp,
+                                "cost_model": describe_cost_model(cost)}
+    source = token_source or SyntheticTokenSource(seed, info.vocab_size, info.eos_token_ids)
+    runner = SimModelRunner(cost, source, scheduler.config, info)
+    return Simulation(scheduler, runner, source, cost, shape, hw)
+
+
+def load_model(model: ModelSpec) -> tuple[dict[str, Any], ModelShape]:
+    """(config.json as a JSON-ready dict, ModelShape) for a key, path or config dict.
+    Unknown keys raise ValueError listing the known ones."""
+    shape = get_model_shape(model)
+    if isinstance(model, Mapping):
+        config = dict(model)
+    elif os.fspath(model) in EMBEDDED_CONFIGS:
+        config = dict(EMBEDDED_CONFIGS[os.fspath(model)])
+    else:
+        path = Path(model)
+        config = json.loads((path / "config.json" if path.is_dir() else path).read_text())
+    config = json.loads(json.dumps(config))  # tuples -> lists, as a saved trace reads back
+    return config, shape_from_config(config, shape.name)
+
+
+def model_info(config: Mapping[str, Any], shape: ModelShape) -> ModelInfo:
+    """Vocabulary and context length from the shape, EOS ids from config.json's
+    `eos_token_id` (an int or a list; none when absent)."""
+    eos = config.get("eos_token_id")
+    eos_ids = () if eos is None else (eos,) if isinstance(eos, int) else tuple(eos)
+    return ModelInfo(shape.vocab_size, eos_ids, shape.max_position_embeddings)
+
+
+def engine_config(engine_args: Mapping[str, Any]) -> EngineConfig:
+    names = {f.name for f in dataclasses.fields(EngineConfig)}
+    unknown = sorted(set(engine_args) - names)
+    if unknown:
+        raise TypeError(f"unknown engine argument(s) {unknown}; EngineConfig fields are "
+                        f"{sorted(names)}")
+    return EngineConfig(**engine_args)
+
+
+def resolve_cost_model(cost_model: CostModelSpec, shape: ModelShape, hardware: Hardware,
+                       tp: int) -> CostModel:
+    if cost_model is None:
+        return RooflineCostModel(shape, hardware, tp)
+    if isinstance(cost_model, CostModel):
+        return cost_model
+    if isinstance(cost_model, (str, os.PathLike)):
+        if not Path(cost_model).is_file():
+            raise ValueError(f"cost model file {os.fspath(cost_model)!r} does not exist")
+        return CalibratedCostModel.load(cost_model)
+    raise ValueError(f"cost_model must be None, a CostModel or a calibrated JSON path, "
+                     f"got {type(cost_model).__name__}")
+
+
+def describe_cost_model(cost: CostModel) -> str:
+    """A one-line description for the trace header."""
+    if isinstance(cost, RooflineCostModel):
+        return f"roofline({cost.model_shape.name}, {cost.hardware.key}, tp={cost.tp})"
+    if isinstance(cost, CalibratedCostModel):
+        return f"calibrated({cost.source or 'unknown source'})"
+    if isinstance(cost, ZeroCostModel):
+        return "zero"
+    return type(cost).__name__

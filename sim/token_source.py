@@ -1,0 +1,150 @@
+"""Token sources: where the simulator's sampled token ids come from (DESIGN §5).
+
+A token source answers "what is output token `index` of request `rid`?" as a pure function
+of (rid, index), never of the batch the request runs in, so a schedule cannot change the
+tokens and the tokens cannot change the schedule in ways the recorded run did not see.
+
+- `SyntheticTokenSource(seed, vocab_size, eos_token_ids)`: seeded ids that are never EOS, for
+  capacity planning. Requests end at their `max_new_tokens` (workloads set it to the output
+  length, with `ignore_eos`).
+- `ReplayTokenSource(trace)`: the ids a recorded run produced (`RequestRecord.output_ids`),
+  and, through `finished`, the requests that run ended for reasons no token explains (a stop
+  string, an abort), so a replay ends each request where the recording did.
+
+`finished(batch, ids)` has the driver's `finished_hook` signature: it is called before
+`Scheduler.process_batch_result` and returns the rid -> FinishReason map to pass as
+`finished=`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from shared.finish_reason import FinishReason
+
+if TYPE_CHECKING:
+    from shared.schedule_batch import ScheduleBatch
+    from shared.trace import Trace
+
+# splitmix64 (Steele, Lea, Flood 2014): state_i = key + (i + 1) * GOLDEN, output = mix(state_i).
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+MIX_2 = np.uint64(0x94D049BB133111EB)
+SHIFTS = (np.uint64(30), np.uint64(27), np.uint64(31))
+
+
+class TokenSource(ABC):
+    """Contract: `token_ids(rids, indices)[i]` is output token `indices[i]` of request
+    `rids[i]`, an int64 in [0, vocab_size), depending on that pair only. `finished_after`
+    and `finished` name the requests the source ends (none by default)."""
+
+    @abstractmethod
+    def token_ids(self, rids: Sequence[str], indices: Sequence[int]) -> np.ndarray:
+        """[B] int64: one id per (rid, output index) pair."""
+
+    def finished_after(self, rid: str, output_len: int) -> FinishReason | None:
+        """The reason the source ends `rid` once it has `output_len` output tokens, or None."""
+        return None
+
+    def finished(self, batch: ScheduleBatch, ids: np.ndarray) -> dict[str, FinishReason]:
+        """The driver's finished hook: requests of `batch` that end with this step's token."""
+        return {}
+
+
+def splitmix64(keys: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """[N] uint64: element i of the splitmix64 stream seeded with keys[i], at indices[i]."""
+    z = keys.astype(np.uint64) + (indices.astype(np.uint64) + np.uint64(1)) * GOLDEN
+    z = (z ^ (z >> SHIFTS[0])) * MIX_1
+    z = (z ^ (z >> SHIFTS[1])) * MIX_2
+    return z ^ (z >> SHIFTS[2])
+
+
+def skip_ids(values: np.ndarray, excluded: Sequence[int]) -> np.ndarray:
+    """Map values in [0, V - len(excluded)) one-to-one onto [0, V) minus `excluded`
+    (sorted ascending, each in [0, V))."""
+    out = values.astype(np.int64)
+    for e in excluded:
+        out += out >= e
+    return out
+
+
+class SyntheticTokenSource(TokenSource):
+    """Seeded token ids, uniform over the vocabulary minus the EOS ids.
+
+    NOTE: each request's key is a BLAKE2b hash of (seed, rid), never Python's `hash`
+    (salted per process), so a seed gives the same ids in every process."""
+
+    def __init__(self, seed: int, vocab_size: int, eos_token_ids: Iterable[int] = ()) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        self.seed = seed
+        self.vocab_size = vocab_size
+        self.excluded = tuple(sorted({int(t) for t in eos_token_ids if 0 <= int(t) < vocab_size}))
+        self._choices = vocab_size - len(self.excluded)
+        if self._choices < 1:
+            raise ValueError(f"no token id in [0, {vocab_size}) is not an EOS id")
+        self._keys: dict[str, int] = {}
+
+    def _key(self, rid: str) -> int:
+        key = self._keys.get(rid)
+        if key is None:
+            digest = hashlib.blake2b(f"{self.seed}\x00{rid}".encode(), digest_size=8).digest()
+            key = self._keys[rid] = int.from_bytes(digest, "little")
+        return key
+
+    def token_ids(self, rids: Sequence[str], indices: Sequence[int]) -> np.ndarray:
+        keys = np.array([self._key(r) for r in rids], dtype=np.uint64)
+        raw = splitmix64(keys, np.asarray(indices, dtype=np.int64))
+        return skip_ids(raw % np.uint64(self._choices), self.excluded)
+
+
+def ends_externally(reason: FinishReason | None) -> bool:
+    """Whether a recorded finish needs the caller to end the request: an abort, or a stop
+    string (a stop token or EOS is seen by the scheduler in the replayed id itself)."""
+    return reason is not None and (reason.type == "abort"
+                                   or (reason.type == "stop" and isinstance(reason.matched, str)))
+
+
+class ReplayTokenSource(TokenSource):
+    """The token ids of a recorded run, keyed by (rid, output index).
+
+    A read past a request's recorded outputs returns `fill_token`: that happens for rows the
+    scheduler discards (an intermediate prefill chunk of a request the recording ended with no
+    output), or when the replay has diverged from the recording. Requests the recording ended
+    before their first token (an abort while queued or mid-prefill) cannot be replayed."""
+
+    def __init__(self, trace: Trace, fill_token: int = 0) -> None:
+        self.outputs = {rid: r.output_ids for rid, r in trace.requests.items()}
+        self.fill_token = fill_token
+        self.ends = {rid: (r.output_len, r.finish_reason) for rid, r in trace.requests.items()
+                     if ends_externally(r.finish_reason) and r.output_len > 0}
+
+    def token_ids(self, rids: Sequence[str], indices: Sequence[int]) -> np.ndarray:
+        out = np.empty(len(rids), dtype=np.int64)
+        for i, (rid, k) in enumerate(zip(rids, indices, strict=True)):
+            recorded = self.outputs.get(rid)
+            if recorded is None:
+                raise ValueError(f"request {rid!r} is not in the replayed trace")
+            out[i] = recorded[k] if k < len(recorded) else self.fill_token
+        return out
+
+    def finished_after(self, rid: str, output_len: int) -> FinishReason | None:
+        end = self.ends.get(rid)
+        return end[1] if end is not None and end[0] == output_len else None
+
+    def finished(self, batch: ScheduleBatch, ids: np.ndarray) -> dict[str, FinishReason]:
+        if not self.ends:
+            return {}
+        # NOTE: a row with is_chunked > 0 is an intermediate chunk: its token is discarded.
+        hits = {}
+        for req in batch.reqs:
+            if req.rid in self.ends and req.is_chunked == 0:
+                reason = self.finished_after(req.rid, len(req.output_ids) + 1)
+                if reason is not None:
+                    hits[req.rid] = reason
+        return hits
