@@ -33,10 +33,9 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        """As Hugging Face: normalise in float32, cast back, then scale."""
+        normed = nn.functional.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
+        return self.weight * normed.to(x.dtype)
 
 
 class Attention(nn.Module):
@@ -70,7 +69,7 @@ class Attention(nn.Module):
         v = v.reshape(t, self.hkv, self.d)    # [T, Hkv, D]
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q, k = apply_rotary(torch.cat((q, k), dim=1), cos, sin).split((self.hq, self.hkv), dim=1)
         fb.kv_pool.write(self.layer, fb.out_cache_loc, k, v)
         out = paged_attention(q, fb.kv_pool.k[self.layer], fb.kv_pool.v[self.layer],
                               fb.attention, scale=self.d ** -0.5)  # [T, Hq, D]

@@ -11,8 +11,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from shared.finish_reason import FinishReason
 from shared.forward_mode import ForwardMode
 from shared.kv_memory import KVMemory
+from shared.new_token_ratio import RETRACT_DECODE_STEPS
 from shared.positions import Positions, compute_positions
 from shared.req import Req
 
@@ -231,9 +233,6 @@ class ScheduleBatch:
         return RetractResult(retracted, aborted)
 
     def _release(self, i: int, abort: bool) -> Req:
-        from shared.finish_reason import FinishReason
-        from shared.new_token_ratio import RETRACT_DECODE_STEPS
-
         req = self.reqs[i]
         self.commit_kv_lens(i)
         self.mem.release_kv_cache(req, is_insert=False)

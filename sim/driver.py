@@ -61,10 +61,9 @@ def drive_workload(scheduler: Scheduler, runner: ModelRunner, workload: Workload
     if not len(workload):
         raise ValueError("the workload has no requests")
     env = simpy.Environment()
-    loop = EngineLoop(env, scheduler, runner, workload.requests, clock, finished_hook)
     with tqdm(total=len(workload), desc="simulate", unit="req", delay=PROGRESS_DELAY_S,
               disable=not progress) as bar:
-        loop.progress = bar
+        loop = EngineLoop(env, scheduler, runner, workload.requests, clock, finished_hook, bar)
         env.process(loop.arrivals())
         env.run(until=env.process(loop.engine()))
     loop.check_all_finished()
@@ -76,13 +75,13 @@ class EngineLoop:
 
     def __init__(self, env: simpy.Environment, scheduler: Scheduler, runner: ModelRunner,
                  requests: Sequence[WorkloadRequest], clock: CostModel | None,
-                 finished_hook: FinishedHook | None) -> None:
+                 finished_hook: FinishedHook | None, progress: tqdm | None = None) -> None:
         self.env, self.scheduler, self.runner = env, scheduler, runner
         self.requests = requests
         self.clock, self.finished_hook = clock, finished_hook
         self.next = 0                           # index of the next request to admit
         self.idle: simpy.Event | None = None    # set while the engine waits for an arrival
-        self.progress: tqdm | None = None
+        self.progress = progress                # a tqdm bar counting finished requests
 
     def arrivals(self) -> Iterator[simpy.Event]:
         env = self.env

@@ -31,6 +31,7 @@ class SimModelRunner:
         self.token_source = token_source
         self.vocab_size = model_info.vocab_size
         self.graph_sizes = cuda_graph_batch_sizes(config)
+        self._decode: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0, np.int64))
 
     def forward(self, forward_batch: ForwardBatch) -> RunnerOutput:
         fb = forward_batch
@@ -41,5 +42,23 @@ class SimModelRunner:
                             padded_batch_size=padded, duration=duration)
 
     def sample(self, output: RunnerOutput, forward_batch: ForwardBatch) -> np.ndarray:
-        fb = forward_batch
-        return self.token_source.token_ids(fb.rids, [len(o) for o in fb.output_ids])
+        return self.token_source.token_ids(forward_batch.rids, self.output_indices(forward_batch))
+
+    def output_indices(self, fb: ForwardBatch) -> np.ndarray:
+        """[B] int64: the output index each row samples, len(output_ids).
+
+        NOTE: in a DECODE batch seq_len = prompt_len + len(output_ids) (the input is the last
+        output token), so the prompt lengths of the last decode's rids are kept and
+        indices = seq_lens - prompt_lens while the same requests keep decoding."""
+        if not fb.forward_mode.is_decode():
+            return output_lens(fb)
+        rids, prompt_lens = self._decode
+        if fb.rids != rids:
+            prompt_lens = fb.seq_lens - output_lens(fb)
+            self._decode = (fb.rids, prompt_lens)
+        return fb.seq_lens - prompt_lens
+
+
+def output_lens(fb: ForwardBatch) -> np.ndarray:
+    """[B] int64 len(output_ids) per request."""
+    return np.fromiter(map(len, fb.output_ids), np.int64, fb.batch_size)

@@ -58,10 +58,16 @@ class TokenSource(ABC):
 
 def splitmix64(keys: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """[N] uint64: element i of the splitmix64 stream seeded with keys[i], at indices[i]."""
-    z = keys.astype(np.uint64) + (indices.astype(np.uint64) + np.uint64(1)) * GOLDEN
-    z = (z ^ (z >> SHIFTS[0])) * MIX_1
-    z = (z ^ (z >> SHIFTS[1])) * MIX_2
-    return z ^ (z >> SHIFTS[2])
+    z = np.asarray(indices).astype(np.uint64)   # a private copy, updated in place below
+    z += np.uint64(1)
+    z *= GOLDEN
+    z += keys
+    z ^= z >> SHIFTS[0]
+    z *= MIX_1
+    z ^= z >> SHIFTS[1]
+    z *= MIX_2
+    z ^= z >> SHIFTS[2]
+    return z
 
 
 def skip_ids(values: np.ndarray, excluded: Sequence[int]) -> np.ndarray:
@@ -89,6 +95,7 @@ class SyntheticTokenSource(TokenSource):
         if self._choices < 1:
             raise ValueError(f"no token id in [0, {vocab_size}) is not an EOS id")
         self._keys: dict[str, int] = {}
+        self._last: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0, np.uint64))
 
     def _key(self, rid: str) -> int:
         key = self._keys.get(rid)
@@ -97,8 +104,16 @@ class SyntheticTokenSource(TokenSource):
             key = self._keys[rid] = int.from_bytes(digest, "little")
         return key
 
+    def _batch_keys(self, rids: Sequence[str]) -> np.ndarray:
+        """[B] uint64 keys; the last batch's are reused when its rids repeat (decode)."""
+        last_rids, last_keys = self._last
+        if rids != last_rids:
+            last_keys = np.array([self._key(r) for r in rids], dtype=np.uint64)
+            self._last = (tuple(rids), last_keys)
+        return last_keys
+
     def token_ids(self, rids: Sequence[str], indices: Sequence[int]) -> np.ndarray:
-        keys = np.array([self._key(r) for r in rids], dtype=np.uint64)
+        keys = self._batch_keys(rids)
         raw = splitmix64(keys, np.asarray(indices, dtype=np.int64))
         return skip_ids(raw % np.uint64(self._choices), self.excluded)
 

@@ -1,0 +1,109 @@
+"""Benchmark: how much faster than real time the simulator runs.
+
+1000 ShareGPT-like requests at 20 requests/s, Llama-3-8B on one H100 (roofline cost model).
+Times three phases of `sim.simulate` separately (building the scheduler and runner, the
+SimPy run, building the RunResult, which materialises the trace) and prints simulated seconds
+per wall second, forward steps per wall second, wall microseconds per step and the mean batch
+size. The bar (reference/simulators.md §4: BLIS ~200x, Dynamo's mocker ~240x) is 200x.
+
+    python -m experiments.bench_sim [--num-requests 1000] [--repeats 3] [--profile]
+
+Writes experiments/results/bench_sim.json with the configuration it ran; `--profile` also
+prints a cProfile summary of one run (cumulative and internal time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import platform
+import pstats
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from shared.run_result import RunResult
+from shared.workload import Workload
+from sim.driver import drive_workload
+from sim.simulate import build_simulation
+
+BAR_SPEEDUP = 200.0
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    num_requests: int = 1000
+    rate: float = 20.0
+    vocab_size: int = 128256
+    model: str = "llama-3-8b"
+    hardware: str = "h100"
+    tp: int = 1
+    seed: int = 0
+    repeats: int = 3
+
+
+def run_once(c: BenchConfig, workload: Workload) -> dict[str, float]:
+    t0 = time.perf_counter()
+    s = build_simulation(model=c.model, hardware=c.hardware, tp=c.tp, seed=c.seed)
+    t1 = time.perf_counter()
+    trace = drive_workload(s.scheduler, s.runner, workload, finished_hook=s.token_source.finished)
+    t2 = time.perf_counter()
+    result = RunResult.from_trace(trace)
+    t3 = time.perf_counter()
+    steps = result.steps
+    simulated = float((steps["start_time"] + steps["duration"]).max())
+    wall = t3 - t0
+    return {"wall_s": wall, "build_s": t1 - t0, "drive_s": t2 - t1, "run_result_s": t3 - t2,
+            "simulated_s": simulated, "steps": len(steps),
+            "speedup": simulated / wall, "drive_only_speedup": simulated / (t2 - t1),
+            "steps_per_wall_s": len(steps) / wall, "wall_us_per_step": wall / len(steps) * 1e6,
+            "drive_us_per_step": (t2 - t1) / len(steps) * 1e6,
+            "mean_batch_size": float(steps["batch_size"].mean()),
+            "completed": result.summary["completed"]}
+
+
+def profile(c: BenchConfig, workload: Workload, top: int = 25) -> None:
+    prof = cProfile.Profile()
+    prof.enable()
+    run_once(c, workload)
+    prof.disable()
+    stats = pstats.Stats(prof)
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--num-requests", type=int, default=BenchConfig.num_requests)
+    p.add_argument("--repeats", type=int, default=BenchConfig.repeats)
+    p.add_argument("--profile", action="store_true")
+    p.add_argument("--out", default="experiments/results/bench_sim.json")
+    args = p.parse_args(argv)
+    c = BenchConfig(num_requests=args.num_requests, repeats=args.repeats)
+    workload = Workload.sharegpt_like(c.num_requests, vocab_size=c.vocab_size, seed=c.seed,
+                                      rate=c.rate)
+    runs = [run_once(c, workload) for _ in range(c.repeats)]
+    best = min(runs, key=lambda r: r["wall_s"])
+    print(f"{c.num_requests} requests @ {c.rate}/s, {c.model} on {c.tp}x {c.hardware}: "
+          f"{best['simulated_s']:.2f} s simulated in {best['wall_s']:.3f} s wall "
+          f"(best of {c.repeats})")
+    print(f"  simulated s per wall s : {best['speedup']:8.1f}x  (bar {BAR_SPEEDUP:.0f}x; "
+          f"SimPy run alone {best['drive_only_speedup']:.1f}x)")
+    print(f"  forward steps per wall s: {best['steps_per_wall_s']:8.0f}  ({best['steps']} steps)")
+    print(f"  wall us per step        : {best['wall_us_per_step']:8.1f}  "
+          f"(SimPy run {best['drive_us_per_step']:.1f}, RunResult "
+          f"{best['run_result_s'] / best['steps'] * 1e6:.1f})")
+    print(f"  mean batch size         : {best['mean_batch_size']:8.1f}")
+    report = {"config": asdict(c), "bar_speedup": BAR_SPEEDUP,
+              "machine": platform.processor() or platform.machine(),
+              "python": platform.python_version(), "best": best, "runs": runs}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    if args.profile:
+        profile(c, workload)
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""`batchtwin simulate`: serve a seeded workload on a simulated model and hardware (the SimPy
+driver and a cost model; no model runs) and print its serving metrics.
+
+    batchtwin simulate --model llama-3-8b --hardware h100 --workload sharegpt \
+        --num-requests 1000 --rate 20 --out results/sim-h100
+
+With `--out`, writes requests and steps (Parquet when pyarrow is importable, else CSV), the
+run's configuration (config.json: workload, model, hardware, cost model, the effective engine
+config) and summary.json; `--save-trace` adds the full step trace (trace.jsonl, replayable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+HELP = "simulate serving a workload on a model and hardware (SimPy + cost model, no GPU)"
+WORKLOADS = ("sharegpt", "synthetic", "shared-prefix")
+DEFAULT_LENGTHS = {"sharegpt": (200, 200), "synthetic": (512, 128), "shared-prefix": (128, 256)}
+LATENCY_ROWS = ("ttft", "tpot", "itl", "e2e")
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    m = p.add_argument_group("model and hardware")
+    m.add_argument("--model", default="llama-3-8b", help="embedded key or config.json path")
+    m.add_argument("--hardware", default="h100", help="catalogue key or hardware JSON path")
+    m.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    m.add_argument("--cost-model", default=None, metavar="JSON",
+                   help="calibrated cost model file (default: roofline)")
+    w = p.add_argument_group("workload")
+    w.add_argument("--workload", choices=WORKLOADS, default="sharegpt")
+    w.add_argument("--workload-file", default=None, metavar="JSONL",
+                   help="a saved batchtwin workload (overrides --workload)")
+    w.add_argument("--num-requests", type=int, default=100)
+    w.add_argument("--rate", type=float, default=math.inf, help="requests/s (inf: all at t=0)")
+    w.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1: Poisson)")
+    w.add_argument("--prompt-len", type=int, default=None,
+                   help="prompt tokens (sharegpt: median 200; synthetic: 512; "
+                        "shared-prefix: question length 128)")
+    w.add_argument("--output-len", type=int, default=None,
+                   help="output tokens (sharegpt: median 200; synthetic 128; shared-prefix 256)")
+    w.add_argument("--num-groups", type=int, default=8, help="shared-prefix: prompt groups")
+    w.add_argument("--system-prompt-len", type=int, default=2048,
+                   help="shared-prefix: system prompt tokens")
+    w.add_argument("--seed", type=int, default=0, help="workload and token-source seed")
+    _engine_arguments(p.add_argument_group("engine (EngineConfig fields)"))
+    o = p.add_argument_group("output")
+    o.add_argument("--out", default=None, metavar="DIR", help="folder for results")
+    o.add_argument("--save-trace", action="store_true", help="also write trace.jsonl to --out")
+    for name in ("ttft", "tpot", "e2e"):
+        o.add_argument(f"--slo-{name}", type=float, default=None, metavar="S",
+                       help=f"{name.upper()} objective in seconds (adds goodput)")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _engine_arguments(g: argparse._ArgumentGroup) -> None:
+    """One flag per EngineConfig field (their annotations are strings: 'int | None', ...)."""
+    from shared.engine_config import EngineConfig
+
+    for f in dataclasses.fields(EngineConfig):
+        flag = "--" + f.name.replace("_", "-")
+        kind = str(f.type)
+        if kind == "bool":
+            g.add_argument(flag, action="store_true", default=None)
+        else:
+            convert = int if "int" in kind else float if "float" in kind else str
+            g.add_argument(flag, type=convert, default=None, help=f"default: {f.default}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from shared.run_result import SLO
+    from sim.simulate import load_model, simulate
+
+    try:
+        _, shape = load_model(args.model)
+        workload = make_workload(args, shape.vocab_size)
+        slo = _slo(args, SLO)
+        result = simulate(workload, model=args.model, hardware=args.hardware, tp=args.tp,
+                          cost_model=args.cost_model, seed=args.seed, slo=slo,
+                          progress=not args.no_progress, **engine_args(args))
+    except (ValueError, TypeError, NotImplementedError, OSError, RuntimeError) as e:
+        print(f"batchtwin simulate: {e}", file=sys.stderr)
+        return 1
+    config = run_config(args, workload, result)
+    print_summary(config, result)
+    if args.out:
+        write_outputs(Path(args.out), config, result, args.save_trace)
+    return 0
+
+
+def make_workload(args: argparse.Namespace, vocab_size: int):
+    """The workload the flags describe (a file, or a seeded generator)."""
+    from shared.workload import Workload
+
+    if args.workload_file:
+        return Workload.from_jsonl(args.workload_file)
+    prompt, output = DEFAULT_LENGTHS[args.workload]
+    prompt = args.prompt_len if args.prompt_len is not None else prompt
+    output = args.output_len if args.output_len is not None else output
+    common = {"vocab_size": vocab_size, "seed": args.seed, "rate": args.rate,
+              "burstiness": args.burstiness}
+    if args.workload == "sharegpt":
+        return Workload.sharegpt_like(args.num_requests, prompt_median=prompt,
+                                      output_median=output, **common)
+    if args.workload == "synthetic":
+        return Workload.synthetic(args.num_requests, prompt, output, **common)
+    if not 1 <= args.num_groups <= args.num_requests:
+        raise ValueError(f"--num-groups must be in [1, --num-requests], got {args.num_groups}")
+    return Workload.generated_shared_prefix(
+        args.num_groups, args.num_requests // args.num_groups, args.system_prompt_len, prompt,
+        output, **common)
+
+
+def engine_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The EngineConfig fields given on the command line."""
+    from shared.engine_config import EngineConfig
+
+    names = (f.name for f in dataclasses.fields(EngineConfig))
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def _slo(args: argparse.Namespace, slo_cls):
+    limits = {n: getattr(args, f"slo_{n}") for n in ("ttft", "tpot", "e2e")}
+    return slo_cls(**limits) if any(v is not None for v in limits.values()) else None
+
+
+def run_config(args: argparse.Namespace, workload, result) -> dict[str, Any]:
+    trace = result.trace
+    return {"command": "simulate", "workload": {"name": workload.name, "config": workload.config,
+                                                "num_requests": len(workload),
+                                                "file": args.workload_file},
+            "model": args.model, "executor": trace.executor, "seed": args.seed,
+            "engine_config": trace.engine_config.to_dict(),
+            "model_info": trace.model_info.to_dict(),
+            "slo": dataclasses.asdict(result.slo) if result.slo else None}
+
+
+def print_summary(config: dict[str, Any], result) -> None:
+    s, ex = result.summary, config["executor"]
+    print(f"{config['model']} on {ex['tp']}x {ex['hardware']} [{ex['cost_model']}], "
+          f"workload {config['workload']['name']} ({config['workload']['num_requests']} requests)")
+    print(f"completed {s['completed']} in {s['duration']:.3f} s simulated, "
+          f"{len(result.steps)} steps, {s['num_retractions']} retractions, "
+          f"{s['cache_hit_tokens']} cache-hit tokens")
+    print(f"throughput {s['request_throughput']:.3f} req/s, "
+          f"{s['output_throughput']:.1f} output tok/s"
+          + (f", goodput {s['goodput']:.3f} req/s" if "goodput" in s else ""))
+    print(f"{'ms':>6} {'mean':>10} {'p50':>10} {'p90':>10} {'p99':>10}")
+    for name in LATENCY_ROWS:
+        cells = (s[f"{name}_{k}"] * 1e3 for k in ("mean", "p50", "p90", "p99"))
+        print(f"{name:>6} " + " ".join(f"{v:10.2f}" for v in cells))
+
+
+def write_outputs(out: Path, config: dict[str, Any], result, save_trace: bool) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    parquet = importlib.util.find_spec("pyarrow") is not None
+    for name, frame in (("requests", result.requests), ("steps", result.steps)):
+        if parquet:
+            frame.to_parquet(out / f"{name}.parquet", index=False)
+        else:
+            frame.to_csv(out / f"{name}.csv", index=False)
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (out / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
+    if save_trace:
+        result.trace.save(out / "trace.jsonl")
+    print(f"wrote {out}/", file=sys.stderr)

@@ -1,0 +1,63 @@
+"""`batchtwin simulate`: files written, the summary table, and one-line errors."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from experiments.cli import main
+
+SMALL = ["simulate", "--model", "smollm2-135m", "--num-requests", "8", "--rate", "50",
+         "--prompt-len", "32", "--output-len", "8", "--no-progress"]
+
+
+def test_simulate_writes_requests_steps_config_and_summary(tmp_path, capsys):
+    """--out gets requests/steps tables, config.json (effective engine config) and the summary."""
+    out = tmp_path / "run"
+    assert main([*SMALL, "--out", str(out), "--save-trace", "--max-running-requests", "4"]) == 0
+    printed = capsys.readouterr().out
+    assert "ttft" in printed and "completed 8" in printed
+    files = {p.name for p in out.iterdir()}
+    assert {"config.json", "summary.json", "trace.jsonl"} <= files
+    ext = "parquet" if "requests.parquet" in files else "csv"
+    reader = pd.read_parquet if ext == "parquet" else pd.read_csv
+    assert len(reader(out / f"requests.{ext}")) == 8
+    assert len(reader(out / f"steps.{ext}")) > 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["engine_config"]["max_running_requests"] == 4
+    assert config["executor"]["kind"] == "sim"
+    assert config["workload"]["config"]["seed"] == 0
+    assert json.loads((out / "summary.json").read_text())["completed"] == 8
+
+
+@pytest.mark.parametrize("workload", ["synthetic", "shared-prefix"])
+def test_simulate_runs_each_workload_kind(workload, capsys):
+    """Every --workload choice runs to completion."""
+    assert main([*SMALL, "--workload", workload, "--num-groups", "2",
+                 "--system-prompt-len", "64"]) == 0
+    assert "completed 8" in capsys.readouterr().out
+
+
+def test_simulate_reads_a_workload_file(tmp_path, capsys):
+    """--workload-file runs a saved workload."""
+    from shared import Workload
+
+    path = tmp_path / "w.jsonl"
+    Workload.synthetic(3, 16, 4, vocab_size=100, seed=2).to_jsonl(path)
+    assert main([*SMALL, "--workload-file", str(path)]) == 0
+    assert "completed 3" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (["--model", "gpt-9"], "known keys: "),
+    (["--hardware", "tpu9"], "known keys: "),
+    (["--rate", "-2"], "rate must be > 0"),
+    (["--num-requests", "0"], "no requests"),
+    (["--max-total-tokens", "1"], "max_total_tokens"),
+])
+def test_bad_input_is_one_line_on_stderr(args, match, capsys):
+    """Unknown keys and bad values exit 1 with a one-line message, no traceback."""
+    assert main([*SMALL, *args]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("batchtwin simulate: ") and match in err
+    assert "\n" not in err and "Traceback" not in err
