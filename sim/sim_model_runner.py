@@ -48,12 +48,14 @@ class SimModelRunner:
         """[B] int64: the output index each row samples, len(output_ids).
 
         NOTE: in a DECODE batch seq_len = prompt_len + len(output_ids) (the input is the last
-        output token), so the prompt lengths of the last decode's rids are kept and
-        indices = seq_lens - prompt_lens while the same requests keep decoding."""
+        output token), so the prompt lengths of the last decode are kept, keyed by the identity
+        of its `rids` tuple (a batch keeps that tuple until its requests change; identity, not
+        equality, so another run reusing rids never hits), and indices = seq_lens - prompt_lens
+        while the same requests keep decoding."""
         if not fb.forward_mode.is_decode():
             return output_lens(fb)
         rids, prompt_lens = self._decode
-        if fb.rids != rids:
+        if fb.rids is not rids:
             prompt_lens = fb.seq_lens - output_lens(fb)
             self._decode = (fb.rids, prompt_lens)
         return fb.seq_lens - prompt_lens

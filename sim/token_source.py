@@ -107,10 +107,14 @@ class SyntheticTokenSource(TokenSource):
     def _batch_keys(self, rids: Sequence[str]) -> np.ndarray:
         """[B] uint64 keys; the last batch's are reused when its rids repeat (decode)."""
         last_rids, last_keys = self._last
-        if rids != last_rids:
-            last_keys = np.array([self._key(r) for r in rids], dtype=np.uint64)
-            self._last = (tuple(rids), last_keys)
-        return last_keys
+        if rids == last_rids:
+            return last_keys
+        try:
+            keys = np.fromiter(map(self._keys.__getitem__, rids), np.uint64, len(rids))
+        except KeyError:  # a request seen for the first time
+            keys = np.array([self._key(r) for r in rids], dtype=np.uint64)
+        self._last = (tuple(rids), keys)
+        return keys
 
     def token_ids(self, rids: Sequence[str], indices: Sequence[int]) -> np.ndarray:
         keys = self._batch_keys(rids)

@@ -58,3 +58,15 @@ def test_graph_sizes_follow_the_effective_config():
     sim = _simulation(max_running_requests=20)
     assert sim.runner.graph_sizes[-1] <= 20
     assert _simulation(disable_cuda_graph=True).runner.graph_sizes == []
+
+
+def test_a_runner_reused_for_another_run_samples_the_right_indices():
+    """Reusing one runner on a fresh scheduler whose rids repeat the last run's (with other
+    prompt lengths) still samples output index len(output_ids) on every row."""
+    first = _simulation()
+    recorder = Recorder(first.runner)
+    drive_workload(first.scheduler, recorder, Workload.synthetic(4, 64, 5, vocab_size=49152))
+    second = _simulation()
+    trace = drive_workload(second.scheduler, recorder,
+                           Workload.synthetic(4, 32, 5, vocab_size=49152))
+    assert recorder.checked > len(trace.steps)
