@@ -44,12 +44,8 @@ class TorchModelRunner:
         self.device = torch.device(device)
         self.dtype = torch_dtype(dtype)
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
-        cpu = self.device.type == "cpu"
-        self.model.prepare_for_inference(column_major=cpu and self.dtype == torch.float32)
-        if cpu:
-            # NOTE: process-wide: subnormal floats slow CPU matmuls down by 4x or more and
-            # carry no information in inference.
-            torch.set_flush_denormal(True)
+        self.cpu = self.device.type == "cpu"
+        self.model.prepare_for_inference(column_major=self.cpu and self.dtype == torch.float32)
         c = model.config
         self.kv_pool = KVPool(c.num_layers, self.config.max_total_tokens, self.config.page_size,
                               c.num_kv_heads, c.head_dim, self.dtype, self.device)
@@ -63,6 +59,17 @@ class TorchModelRunner:
 
     @torch.inference_mode()
     def forward(self, fb: ForwardBatch) -> RunnerOutput:
+        if not self.cpu:
+            return self._forward(fb)
+        # NOTE: subnormal floats slow CPU matmuls down 4x or more and carry no information
+        # in inference; flushing them is a process-wide CPU flag, so it is on only here.
+        torch.set_flush_denormal(True)
+        try:
+            return self._forward(fb)
+        finally:
+            torch.set_flush_denormal(False)
+
+    def _forward(self, fb: ForwardBatch) -> RunnerOutput:
         if self.graphs is not None and can_run_graph(fb, self.graph_sizes):
             logits, padded = self.graphs.replay(fb)
             return RunnerOutput(fb.logit_rows, tuple(logits.shape), logits, graph=True,

@@ -115,16 +115,13 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | Path) -> Trace:
+        """Read a trace file; a malformed line raises ValueError naming the file and line."""
         with open(path) as f:
-            header = json.loads(f.readline())
-            if header.get("format") != TRACE_FORMAT or header.get("version") != TRACE_VERSION:
-                raise ValueError(f"{path}: not a {TRACE_FORMAT} v{TRACE_VERSION} file "
-                                 f"(format={header.get('format')!r}, version={header.get('version')!r})")
-            steps = [StepRecord.from_dict(json.loads(line)) for line in f if line.strip()]
-        reqs = [RequestRecord.from_dict(r) for r in header["requests"]]
-        return cls(EngineConfig.from_dict(header["engine_config"]),
-                   ModelInfo.from_dict(header["model_info"]), header["model_config"],
-                   header["executor"], {r.rid: r for r in reqs}, steps)
+            lines = f.readlines()
+        header = _parse(path, 1, lines[0] if lines else "", _header)
+        steps = [_parse(path, i, line, lambda d: StepRecord.from_dict(d))
+                 for i, line in enumerate(lines[1:], start=2) if line.strip()]
+        return cls(*header, steps)
 
     def to_dataframe(self):
         """One row per step: every StepRecord field plus batch_size and num_tokens."""
@@ -135,6 +132,23 @@ class Trace:
             df["batch_size"] = df["rids"].map(len)
             df["num_tokens"] = df["input_ids"].map(len)
         return df
+
+
+def _parse(path: str | Path, lineno: int, line: str, build):
+    try:
+        return build(json.loads(line))
+    except (ValueError, KeyError, TypeError) as e:
+        what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+        raise ValueError(f"{path}, line {lineno}: malformed trace line ({what})") from None
+
+
+def _header(d: dict[str, Any]) -> tuple:
+    if d.get("format") != TRACE_FORMAT or d.get("version") != TRACE_VERSION:
+        raise ValueError(f"not a {TRACE_FORMAT} v{TRACE_VERSION} header "
+                         f"(format={d.get('format')!r}, version={d.get('version')!r})")
+    reqs = [RequestRecord.from_dict(r) for r in d["requests"]]
+    return (EngineConfig.from_dict(d["engine_config"]), ModelInfo.from_dict(d["model_info"]),
+            d["model_config"], d["executor"], {r.rid: r for r in reqs})
 
 
 def _materialise(fields: dict[str, Any]) -> StepRecord:

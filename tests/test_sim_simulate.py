@@ -172,8 +172,6 @@ def test_malformed_trace_lines_raise_value_errors(tmp_path):
         Trace.load(not_a_trace)
 
 
-@pytest.mark.xfail(reason="shared/trace.py: Trace.load raises bare KeyError/JSONDecodeError "
-                          "without the file name or line number (reported, not ours to edit)")
 def test_malformed_trace_errors_name_the_file_and_line(tmp_path):
     """A step line missing a field raises ValueError naming the file and its line number."""
     good = tmp_path / "good.jsonl"
