@@ -6,7 +6,7 @@ Reports output tokens/s of both at batch N and their ratio, and the batch-1 deco
 time of the Engine against the weight-streaming bound (bytes of weights read per step
 divided by the memory bandwidth measured in the same run).
 
-    python -m experiments.bench_generate [--model PATH] [--threads 2] [--dtype float32]
+    python -m experiments.bench_generate [--model PATH] [--threads 2] [--dtype bfloat16|float32]
 
 Writes experiments/results/bench_generate.json with the configuration it ran.
 """
@@ -31,7 +31,7 @@ class GenerateBenchConfig:
     prompt_len: int = 128
     output_len: int = 128
     threads: int = 2
-    dtype: str = "float32"
+    dtype: str = "bfloat16"
     device: str = "cpu"
     batch1_steps: int = 48
     seed: int = 0
