@@ -127,27 +127,43 @@ def steps_frame(trace: Trace) -> Any:
     """One row per StepRecord, columns STEP_COLUMNS."""
     import pandas as pd
 
-    rows = [(s.step, s.forward_mode, len(s.rids), len(s.input_ids), s.kv_used_tokens,
-             s.queue_len, s.start_time, s.duration) for s in trace.steps]
+    rows = [(step, mode, len(rids), len(ids), kv, queue, start, dur) for step, mode, rids, ids, kv, queue,
+            start, dur in trace.step_fields("step", "forward_mode", "rids", "input_ids",
+                                            "kv_used_tokens", "queue_len", "start_time", "duration")]
     return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
 
 
 def inter_token_latencies(trace: Trace, rids: set[str]) -> np.ndarray:
     """Pooled gaps between consecutive sampled tokens of the requests in `rids` (seconds).
 
-    NOTE: steps are in time order and a stable groupby keeps that order, so each
-    request's `diff` runs over its tokens in sampling order; its first token has no gap."""
-    import pandas as pd
-
-    steps = trace.steps
-    if not steps or not rids:
+    Every (request, token time) row of every step is laid out flat; a stable sort by
+    request keeps each request's tokens in time order, and the gaps are the differences
+    within a request. Its first token has no gap."""
+    fields = trace.step_fields("rids", "next_token_ids", "start_time", "duration")
+    if not fields or not rids:
         return np.zeros(0)
-    rows = pd.DataFrame({"rid": [s.rids for s in steps],
-                         "token": [s.next_token_ids for s in steps],
-                         "t": [s.start_time + s.duration for s in steps]})
-    tokens = rows.explode(["rid", "token"])
-    tokens = tokens[tokens["rid"].isin(rids) & (tokens["token"] != -1)]
-    return tokens.groupby("rid", sort=False)["t"].diff().dropna().to_numpy(dtype=float)
+    code_of = {rid: i for i, rid in enumerate(sorted(rids))}
+    codes, tokens, times = _token_rows(fields, code_of)
+    keep = (codes >= 0) & (tokens != -1)
+    codes, times = codes[keep], times[keep]
+    order = np.argsort(codes, kind="stable")
+    codes, times = codes[order], times[order]
+    same = codes[1:] == codes[:-1]
+    return np.diff(times)[same]
+
+
+def _token_rows(fields: list[tuple], code_of: dict[str, int]):
+    """Flat [N] request codes (-1: not asked for), token ids and step end times."""
+    cache: dict[int, np.ndarray] = {}
+    codes, tokens, times = [], [], []
+    for rids, ids, start, dur in fields:
+        key = id(rids)  # decode steps of an unchanged batch share one rids tuple
+        if key not in cache:
+            cache[key] = np.array([code_of.get(r, -1) for r in rids], dtype=np.int64)
+        codes.append(cache[key])
+        tokens.append(np.asarray(ids, dtype=np.int64))
+        times.append(np.full(len(rids), start + dur))
+    return np.concatenate(codes), np.concatenate(tokens), np.concatenate(times)
 
 
 def summarize(requests: Any, done: np.ndarray, itl: np.ndarray,

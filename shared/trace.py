@@ -83,6 +83,12 @@ class Trace:
             self._pending.clear()
         return self._steps
 
+    def step_fields(self, *names: str) -> list[tuple]:
+        """Per step, the named fields as stored, without building StepRecords: tuples for
+        steps already read, numpy arrays for steps appended since (cheap for long runs)."""
+        done = [tuple(getattr(s, n) for n in names) for s in self._steps]
+        return done + [tuple(p[n] for n in names) for p in self._pending]
+
     def append_step(self, **fields: Any) -> None:
         """Record one step; array fields may be numpy arrays (converted when read)."""
         self._pending.append(fields)

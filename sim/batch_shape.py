@@ -10,17 +10,22 @@ as a decode row with seq_len 1 (it runs through every layer and the LM head).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from shared.forward_mode import ForwardMode
-from sim.model_shapes import causal_pairs
 
 if TYPE_CHECKING:
     from shared.forward_batch import ForwardBatch
     from shared.step_record import StepRecord
+
+
+class _Totals(NamedTuple):
+    kv_tokens: int        # sum of seq_lens
+    attention_pairs: int  # causal query-key pairs
+    one_token_rows: int   # requests with extend == 1
 
 
 @dataclass(frozen=True)
@@ -32,21 +37,30 @@ class BatchShape:
     seq_lens: tuple[int, ...]        # [B] prefix + extend
     lm_head_rows: int                # len(pruned_rows)
     padded_batch_size: int           # >= B; > B only for graph-padded decode
+    _totals: _Totals = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("prefix_lens", "extend_lens", "seq_lens"):
-            object.__setattr__(self, name, tuple(int(v) for v in getattr(self, name)))
-        b = len(self.seq_lens)
-        if not len(self.prefix_lens) == len(self.extend_lens) == b:
-            raise ValueError(f"BatchShape: {len(self.prefix_lens)} prefix, {len(self.extend_lens)} "
-                             f"extend and {b} seq lengths; need one of each per request")
-        if any(p < 0 for p in self.prefix_lens) or any(e < 1 for e in self.extend_lens):
+        p, e, s = (np.asarray(getattr(self, n), dtype=np.int64)
+                   for n in ("prefix_lens", "extend_lens", "seq_lens"))
+        self._validate(p, e, s)
+        for name, arr in (("prefix_lens", p), ("extend_lens", e), ("seq_lens", s)):
+            object.__setattr__(self, name, tuple(arr.tolist()))
+        # NOTE: totals are computed once here, so pricing a shape is plain arithmetic.
+        object.__setattr__(self, "_totals", _Totals(
+            int(s.sum()), int(np.sum(e * p + e * (e + 1) // 2)), int(np.count_nonzero(e == 1))))
+
+    def _validate(self, p: np.ndarray, e: np.ndarray, s: np.ndarray) -> None:
+        b = len(s)
+        if not len(p) == len(e) == b:
+            raise ValueError(f"BatchShape: {len(p)} prefix, {len(e)} extend and {b} seq lengths; "
+                             "need one of each per request")
+        if (p < 0).any() or (e < 1).any():
             raise ValueError("BatchShape: need prefix >= 0 and extend >= 1 for every request")
-        if any(p + e != s for p, e, s in zip(self.prefix_lens, self.extend_lens, self.seq_lens, strict=True)):
+        if (p + e != s).any():
             raise ValueError("BatchShape: seq_len must equal prefix + extend for every request")
-        if self.num_tokens != sum(self.extend_lens):
+        if self.num_tokens != int(e.sum()):
             raise ValueError(f"BatchShape: num_tokens {self.num_tokens} != sum of extend "
-                             f"lengths {sum(self.extend_lens)}")
+                             f"lengths {int(e.sum())}")
         if not 0 <= self.lm_head_rows <= self.num_tokens:
             raise ValueError(f"BatchShape: lm_head_rows {self.lm_head_rows} outside "
                              f"[0, {self.num_tokens}]")
@@ -66,8 +80,7 @@ class BatchShape:
             raise ValueError(f"BatchShape: {len(prefix)} prefix lengths for {len(seq)} requests")
         mode = ForwardMode[forward_mode] if isinstance(forward_mode, str) else forward_mode
         tokens = int((seq - prefix).sum()) if num_tokens is None else int(num_tokens)
-        return cls(mode, tokens, tuple(prefix.tolist()),
-                   tuple((seq - prefix).tolist()), tuple(seq.tolist()),
+        return cls(mode, tokens, prefix, seq - prefix, seq,
                    len(seq) if lm_head_rows is None else lm_head_rows,
                    len(seq) if padded_batch_size is None else padded_batch_size)
 
@@ -103,17 +116,17 @@ class BatchShape:
     @property
     def decode_rows(self) -> int:
         """Requests computing one token (decode, or 1-token extends), padding included."""
-        return sum(1 for e in self.extend_lens if e == 1) + self.padding_rows
+        return self._totals.one_token_rows + self.padding_rows
 
     @property
     def kv_tokens(self) -> int:
         """KV entries attention reads (per layer): every request's whole sequence."""
-        return sum(self.seq_lens) + self.padding_rows
+        return self._totals.kv_tokens + self.padding_rows
 
     @property
     def attention_pairs(self) -> int:
         """Causal query-key pairs scored (per head and layer), padding included."""
-        return causal_pairs(self.prefix_lens, self.extend_lens) + self.padding_rows
+        return self._totals.attention_pairs + self.padding_rows
 
     @property
     def padded_lm_head_rows(self) -> int:

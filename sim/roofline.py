@@ -19,7 +19,8 @@ bf16 activations (fp32 for fp32 weights). Padding rows count as decode rows with
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sim.batch_shape import BatchShape
 from sim.cost_model import CostModel, StepCost
@@ -62,6 +63,19 @@ def kv_bytes_per_token_per_rank(model: ModelShape, tp: int) -> float:
     return model.kv_bytes_per_token * math.ceil(model.num_kv_heads / tp) / model.num_kv_heads
 
 
+class _Rates(NamedTuple):
+    """Per-unit seconds, fixed for one model, hardware and tp (precomputed once)."""
+
+    linear_per_row: float
+    linear_weights: float
+    attention_per_pair: float
+    attention_per_kv_token: float
+    lm_head_per_row: float
+    lm_head_weights: float
+    allreduce_per_row: float
+    overhead: float
+
+
 @dataclass(frozen=True)
 class RooflineCostModel(CostModel):
     model_shape: ModelShape
@@ -69,13 +83,29 @@ class RooflineCostModel(CostModel):
     tp: int = 1
     efficiencies: Efficiencies | None = None   # None: the hardware entry's defaults
     overheads: Overheads | None = None         # None: Overheads() (OVERHEAD_SOURCE)
+    _rates: _Rates = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_tp(self.tp, self.model_shape)
         for name, value in self.effective_efficiencies._asdict().items():
             if not (isinstance(value, (int, float)) and 0 < value <= 1):
                 raise ValueError(f"efficiency {name} must be in (0, 1], got {value!r}")
-        _ = self.linear_peak  # raises now when the hardware has no peak for the weight dtype
+        # NOTE: a cache of derived constants (the model is frozen), so step_cost is arithmetic.
+        object.__setattr__(self, "_rates", self._derive_rates())
+
+    def _derive_rates(self) -> _Rates:
+        m, tp, over = self.model_shape, self.tp, self.effective_overheads
+        compute, memory = self._compute_rate(self.linear_peak), self._memory_rate()
+        attn_peak = self.hardware.peak_flops(self.activation_dtype) or self.hardware.flops_bf16
+        link = self.hardware.interconnect_bw * self.effective_efficiencies.interconnect
+        ring_per_row = 2 * (tp - 1) / tp * m.hidden_size * DTYPE_BYTES[self.activation_dtype]
+        return _Rates(
+            m.linear_flops_per_token / tp / compute, m.linear_weight_bytes / tp / memory,
+            m.attention_flops_per_pair / tp / self._compute_rate(attn_peak),
+            kv_bytes_per_token_per_rank(m, tp) / memory,
+            m.lm_head_flops_per_row / tp / compute, m.lm_head_weight_bytes / tp / memory,
+            2 * m.num_layers * ring_per_row / link,
+            over.per_step + over.per_layer * m.num_layers)
 
     @property
     def effective_efficiencies(self) -> Efficiencies:
@@ -102,13 +132,12 @@ class RooflineCostModel(CostModel):
         return "fp32" if self.model_shape.weight_dtype == "fp32" else "bf16"
 
     def step_cost(self, shape: BatchShape) -> StepCost:
-        over = self.effective_overheads
         if shape.rows == 0:
-            return StepCost(overhead=over.per_step)
+            return StepCost(overhead=self.effective_overheads.per_step)
         return StepCost(
             linear=self.linear_time(shape), attention=self.attention_time(shape),
             lm_head=self.lm_head_time(shape), allreduce=self.allreduce_time(shape),
-            overhead=over.per_step + over.per_layer * self.model_shape.num_layers)
+            overhead=self._rates.overhead)
 
     def _compute_rate(self, peak: float) -> float:
         return peak * self.effective_efficiencies.compute
@@ -117,35 +146,20 @@ class RooflineCostModel(CostModel):
         return self.hardware.mem_bw * self.effective_efficiencies.memory
 
     def linear_time(self, shape: BatchShape) -> float:
-        m = self.model_shape
-        flops = shape.rows * m.linear_flops_per_token / self.tp
-        return max(flops / self._compute_rate(self.linear_peak),
-                   m.linear_weight_bytes / self.tp / self._memory_rate())
+        r = self._rates
+        return max(shape.rows * r.linear_per_row, r.linear_weights)
 
     def attention_time(self, shape: BatchShape) -> float:
-        m = self.model_shape
-        flops = shape.attention_pairs * m.attention_flops_per_pair / self.tp
-        kv_bytes = shape.kv_tokens * kv_bytes_per_token_per_rank(m, self.tp)
-        peak = self.hardware.peak_flops(self.activation_dtype) or self.hardware.flops_bf16
-        return max(flops / self._compute_rate(peak), kv_bytes / self._memory_rate())
+        r = self._rates
+        return max(shape.attention_pairs * r.attention_per_pair, shape.kv_tokens * r.attention_per_kv_token)
 
     def lm_head_time(self, shape: BatchShape) -> float:
-        m, rows = self.model_shape, shape.padded_lm_head_rows
-        if rows == 0:
-            return 0.0
-        flops = rows * m.lm_head_flops_per_row / self.tp
-        return max(flops / self._compute_rate(self.linear_peak),
-                   m.lm_head_weight_bytes / self.tp / self._memory_rate())
+        r, rows = self._rates, shape.padded_lm_head_rows
+        return 0.0 if rows == 0 else max(rows * r.lm_head_per_row, r.lm_head_weights)
 
     def allreduce_time(self, shape: BatchShape) -> float:
         """Two ring all-reduces per layer of a [rows, hidden] activation."""
-        if self.tp == 1:
-            return 0.0
-        m = self.model_shape
-        message = shape.rows * m.hidden_size * DTYPE_BYTES[self.activation_dtype]
-        ring = 2 * (self.tp - 1) / self.tp * message
-        rate = self.hardware.interconnect_bw * self.effective_efficiencies.interconnect
-        return 2 * m.num_layers * ring / rate
+        return 0.0 if self.tp == 1 else shape.rows * self._rates.allreduce_per_row
 
 
 def kv_capacity_tokens(model_shape: ModelShape, hardware: Hardware, tp: int = 1,
