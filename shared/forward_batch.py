@@ -55,8 +55,7 @@ class ForwardBatch:
         pos = batch.positions()
         extend = mode.is_extend()
         empty = np.zeros(0, np.int64)
-        table = batch.mem.req_to_token_pool.req_to_token.view()
-        table.flags.writeable = False
+        table = batch.mem.req_to_token_pool.read_only_view
         info = batch.per_request_info()
         return cls(
             forward_mode=mode, batch_size=len(batch.reqs), input_ids=batch.input_ids,

@@ -80,7 +80,8 @@ class KVMemory:
         rows = np.asarray(req_pool_indices, dtype=np.int64)
         seq = np.asarray(seq_lens, dtype=np.int64)
         table = self.req_to_token_pool.req_to_token
-        last_loc = table[rows, seq - 1].astype(np.int64)              # [B]
+        # NOTE: with page_size 1 every token opens a page, so the last slot is not needed.
+        last_loc = table[rows, seq - 1].astype(np.int64) if self.page_size > 1 else seq  # [B]
         self._evict_for(len(rows) * self.page_size)
         out = self.allocator.alloc_decode(seq + 1, last_loc)
         if out is None:

@@ -23,6 +23,8 @@ class ReqToTokenPool:
         self.max_context_len = max_context_len
         # [size, max_context_len + 4] int32 slot ids (SGLang keeps 4 spare columns)
         self.req_to_token = np.zeros((size, max_context_len + 4), dtype=np.int32)
+        self.read_only_view = self.req_to_token.view()
+        self.read_only_view.flags.writeable = False
         self._free_rows: deque[int] = deque(range(size))
         self._is_free = np.ones(size, dtype=bool)
 

@@ -87,10 +87,29 @@ class BatchShape:
     @classmethod
     def from_forward_batch(cls, fb: ForwardBatch, padded_batch_size: int | None = None
                            ) -> BatchShape:
-        """The shape of a live batch; `padded_batch_size` is the size the runner ran it at."""
-        prefix = None if fb.forward_mode.is_decode_or_idle() else fb.extend_prefix_lens
-        return cls.build(fb.forward_mode, fb.seq_lens, prefix, len(fb.logit_rows.pruned_rows),
-                         padded_batch_size or fb.batch_size, len(fb.input_ids))
+        """The shape of a live batch; `padded_batch_size` is the size the runner ran it at.
+        NOTE: trusted (the spec built the batch), so it skips validation: this runs once
+        per simulated step."""
+        seq = fb.seq_lens
+        if fb.forward_mode.is_decode_or_idle():
+            kv = int(seq.sum())  # decode rows: prefix = seq - 1, extend = 1
+            prefix, extend, totals = seq - 1, np.ones(len(seq), np.int64), _Totals(kv, kv, len(seq))
+        else:
+            prefix, extend = fb.extend_prefix_lens, fb.extend_seq_lens
+            totals = _Totals(int(seq.sum()), int(np.sum(extend * prefix + extend * (extend + 1) // 2)),
+                             int(np.count_nonzero(extend == 1)))
+        return cls._trusted(fb.forward_mode, len(fb.input_ids), prefix, extend, seq,
+                            len(fb.logit_rows.pruned_rows), padded_batch_size or fb.batch_size, totals)
+
+    @classmethod
+    def _trusted(cls, mode, tokens, prefix, extend, seq, lm_rows, padded, totals) -> BatchShape:
+        shape = object.__new__(cls)
+        for name, value in (("forward_mode", mode), ("num_tokens", tokens),
+                            ("prefix_lens", tuple(prefix.tolist())), ("extend_lens", tuple(extend.tolist())),
+                            ("seq_lens", tuple(seq.tolist())), ("lm_head_rows", lm_rows),
+                            ("padded_batch_size", padded), ("_totals", totals)):
+            object.__setattr__(shape, name, value)
+        return shape
 
     @classmethod
     def from_step_record(cls, rec: StepRecord) -> BatchShape:
