@@ -80,10 +80,11 @@ class BatchResultProcessor:
     def _process_decode(self, batch: ScheduleBatch, ids: np.ndarray, now: float) -> list[Req]:
         for req, tok in zip(batch.reqs, ids.tolist(), strict=True):
             req.output_ids.append(tok)
-        # NOTE: after a decode, len(output_ids) == seq_lens - prompt_lens + 1.
-        length_done = batch.seq_lens - batch.prompt_lens + 1 >= batch.max_new_tokens
-        stop_hit = (ids[:, None] == self.eos_array).any(axis=1) | batch.per_request_info().has_stop_ids
-        maybe = length_done | (ids < 0) | (ids >= batch.vocab_size) | (~batch.ignore_eos & stop_hit)
+        # NOTE: after a decode, len(output_ids) == seq_lens - prompt_lens + 1; a negative id
+        # read as unsigned is >= vocab_size, so one comparison finds ids outside the vocabulary.
+        maybe = batch.seq_lens - batch.prompt_lens >= batch.max_new_tokens - 1
+        maybe |= ids.view(np.uint64) >= batch.vocab_size
+        maybe |= ~batch.ignore_eos & (np.isin(ids, self.eos_array) | batch.per_request_info().has_stop_ids)
         if self.s.pending_aborts:
             maybe |= np.array([r.to_finish is not None for r in batch.reqs], dtype=bool)
         done = []

@@ -96,14 +96,7 @@ class ScheduleBatch:
 
     def per_request_info(self) -> PerRequestInfo:
         if self._info is None:
-            params = tuple(r.sampling_params for r in self.reqs)
-            seeds = _i64([DEFAULT_SAMPLING_SEED if p.sampling_seed is None else p.sampling_seed
-                          for p in params])
-            self._info = PerRequestInfo(
-                tuple(r.rid for r in self.reqs), params, seeds,
-                tuple(r.output_ids for r in self.reqs), tuple(p.top_logprobs_num for p in params),
-                any(p.return_logprob for p in params),
-                np.array([bool(p.stop_token_ids) for p in params], dtype=bool))
+            self._info = _build_info(self.reqs)
         return self._info
 
     def positions(self) -> Positions:
@@ -197,14 +190,17 @@ class ScheduleBatch:
         for name in PER_REQ_ARRAYS:
             setattr(self, name, getattr(self, name)[keep])
         self.out_cache_loc = _i64([])
-        self._positions = self._info = None
+        self._positions = None
+        self._info = None if self._info is None else _select_info(self._info, keep_indices, keep)
 
     def merge_batch(self, other: ScheduleBatch) -> None:
         for name in PER_REQ_ARRAYS:
             setattr(self, name, np.concatenate((getattr(self, name), getattr(other, name))))
         self.reqs = self.reqs + other.reqs
         self.out_cache_loc = _i64([])
-        self._positions = self._info = None
+        self._positions = None
+        mine, theirs = self._info, other._info
+        self._info = None if mine is None or theirs is None else _concat_info(mine, theirs)
 
     def new_tokens_required_next_decode(self, selected: list[int] | None = None) -> int:
         seq = self.seq_lens if selected is None else self.seq_lens[_i64(selected)]
@@ -244,3 +240,29 @@ class ScheduleBatch:
             self.mem.tree_cache.evict(need)
         req.reset_for_retract()
         return req
+
+
+def _build_info(reqs: list[Req]) -> PerRequestInfo:
+    params = tuple(r.sampling_params for r in reqs)
+    seeds = _i64([DEFAULT_SAMPLING_SEED if p.sampling_seed is None else p.sampling_seed for p in params])
+    return PerRequestInfo(
+        tuple(r.rid for r in reqs), params, seeds, tuple(r.output_ids for r in reqs),
+        tuple(p.top_logprobs_num for p in params), any(p.return_logprob for p in params),
+        np.array([bool(p.stop_token_ids) for p in params], dtype=bool))
+
+
+def _select_info(info: PerRequestInfo, keep_list: list[int], keep: np.ndarray) -> PerRequestInfo:
+    """The info of a filtered batch, without revisiting the requests (cost O(kept))."""
+    pick = lambda t: tuple(t[i] for i in keep_list)  # noqa: E731
+    params = pick(info.sampling_params)
+    return PerRequestInfo(pick(info.rids), params, info.sampling_seeds[keep], pick(info.output_ids),
+                          pick(info.top_logprobs_nums), any(p.return_logprob for p in params),
+                          info.has_stop_ids[keep])
+
+
+def _concat_info(a: PerRequestInfo, b: PerRequestInfo) -> PerRequestInfo:
+    return PerRequestInfo(a.rids + b.rids, a.sampling_params + b.sampling_params,
+                          np.concatenate((a.sampling_seeds, b.sampling_seeds)),
+                          a.output_ids + b.output_ids, a.top_logprobs_nums + b.top_logprobs_nums,
+                          a.return_logprob or b.return_logprob,
+                          np.concatenate((a.has_stop_ids, b.has_stop_ids)))
