@@ -2,12 +2,15 @@
 
 `simulate(workload, model=..., hardware=..., tp=...)` is the entry point; the pieces it wires
 (`SimModelRunner`, token sources, `drive_workload`, cost models) are exported for callers who
-assemble their own run (e.g. exec's runner under a cost-model clock).
+assemble their own run (e.g. exec's runner under a cost-model clock). `replay(trace)` re-runs a
+recorded trace teacher-forced. The conformance kit (`sim.conformance`, Hypothesis strategies and
+`check_conformance` / `check_agreement`) is imported on its own.
 """
 
 from sim.batch_shape import BatchShape
 from sim.cost_model import CostModel, StepCost, ZeroCostModel
 from sim.driver import drive_workload
+from sim.replay import ReplayResult, replay
 from sim.sim_model_runner import SimModelRunner
 from sim.simulate import Simulation, build_simulation, simulate
 from sim.token_source import ReplayTokenSource, SyntheticTokenSource, TokenSource
@@ -15,6 +18,7 @@ from sim.token_source import ReplayTokenSource, SyntheticTokenSource, TokenSourc
 __all__ = [
     "BatchShape",
     "CostModel",
+    "ReplayResult",
     "ReplayTokenSource",
     "SimModelRunner",
     "Simulation",
@@ -24,5 +28,6 @@ __all__ = [
     "ZeroCostModel",
     "build_simulation",
     "drive_workload",
+    "replay",
     "simulate",
 ]

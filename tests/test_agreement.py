@@ -1,0 +1,270 @@
+"""Lockstep agreement (DESIGN §6): for the same workload, the simulator's schedule is the real
+executor's schedule step by step, and the real executor computes exactly what the spec says.
+
+Tokens: exec's TorchModelRunner samples for real (greedy and seeded temperature, EOS and stop
+tokens allowed) on a tiny random-weight Llama; the simulator replays them from exec's saved
+trace (`ReplayTokenSource`). Both run under the SimPy driver with the same roofline clock, so
+arrivals interleave with steps identically. Everything goes through the conformance kit
+(`sim.conformance`), which users run against their own runners.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import event, given, settings
+
+from exec.model_files import load_model
+from exec.model_runner import TorchModelRunner
+from shared import EngineConfig, ModelInfo, Scheduler, StepRecord, Trace, Workload
+from shared.forward_batch import ForwardBatch
+from shared.model_runner import RunnerOutput
+from sim.conformance import (
+    AgreementError,
+    ConformanceCase,
+    ConformanceError,
+    SpecObservation,
+    StepClock,
+    cases,
+    check_agreement,
+    check_conformance,
+    first_divergence,
+    min_total_tokens,
+    replay_runner,
+)
+from sim.hardware import get_hardware
+from sim.model_shapes import get_model_shape
+from sim.replay import replay
+from sim.roofline import RooflineCostModel
+from sim.sim_model_runner import SimModelRunner
+from sim.token_source import SyntheticTokenSource
+from tests.tiny_models import COMMON
+
+TINY_INFO = ModelInfo(COMMON["vocab_size"], (COMMON["eos_token_id"],),
+                      COMMON["max_position_embeddings"])
+ARRIVAL_TICK = 1e-4   # the tiny model's roofline step on an H100 is ~0.19 ms
+AGREEMENT_EXAMPLES = max(200, settings.default.max_examples)
+
+
+# --- the real executor, built once per module ------------------------------------------
+
+
+class TinyExec:
+    """The tiny checkpoint's weights, loaded once; `make_runner` is a conformance-kit runner
+    factory giving each example a fresh TorchModelRunner (fresh KV pool) around them."""
+
+    def __init__(self, folder) -> None:
+        self.model = load_model(folder)
+        self.config_json = json.loads((folder / "config.json").read_text())
+        self.clock = RooflineCostModel(get_model_shape(self.config_json), get_hardware("h100"))
+        self._prepared = False
+
+    def make_runner(self, scheduler: Scheduler, reference: Trace | None = None) -> TorchModelRunner:
+        runner = TorchModelRunner(self.model, scheduler.config, scheduler.model_info)
+        if not self._prepared:
+            # NOTE: LlamaForCausalLM.prepare_for_inference fuses projections and cannot run
+            # twice; the weights are ready after the first runner, so later ones skip it.
+            self.model.prepare_for_inference = lambda column_major=False: None
+            self._prepared = True
+        scheduler.trace.model_config = self.config_json
+        scheduler.trace.executor = {"kind": "exec", "device": "cpu", "dtype": "float32"}
+        return runner
+
+
+@contextlib.contextmanager
+def single_torch_thread():
+    """One intra-op thread: the tiny model's matmuls gain nothing from more, and on a busy
+    2-core CI box OpenMP spin-waiting makes them 10-100x slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def tiny_exec_fixture(tiny_checkpoint):
+    folder, _ = tiny_checkpoint("llama")
+    with single_torch_thread():
+        yield TinyExec(folder)
+
+
+tiny_exec = pytest.fixture(scope="module", name="tiny_exec")(tiny_exec_fixture)
+
+
+@contextlib.contextmanager
+def _patched(obj, name: str, fn: Callable):
+    """Set an instance attribute for the duration, then restore what was there."""
+    had, old = name in vars(obj), vars(obj).get(name)
+    setattr(obj, name, fn)
+    try:
+        yield
+    finally:
+        if had:
+            setattr(obj, name, old)
+        else:
+            delattr(obj, name)
+
+
+def _changed_slots(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+    """[S] bool: slots (dim 1 of [layers, S, heads, dim]) whose contents changed (NaN-aware)."""
+    same = (before == after) | (before.isnan() & after.isnan())
+    return ~same.transpose(0, 1).reshape(before.shape[1], -1).all(dim=1)
+
+
+class TorchSpecProbe:
+    """Watches a TorchModelRunner (DESIGN §6.2): the positions given to rotary, the KV slots
+    written (the spec's slots are poisoned with NaN first, then the pool is diffed, so a slot
+    rewritten with equal values still counts), and the hidden rows given to the LM head."""
+
+    def __init__(self, runner: TorchModelRunner) -> None:
+        self.runner = runner
+
+    def observe(self, fb: ForwardBatch, forward) -> tuple[RunnerOutput, SpecObservation]:
+        model, pool, seen = self.runner.model, self.runner.kv_pool, {}
+        rotary, lm_head, body = model.model.rotary_emb.forward, model.compute_logits, model.forward
+
+        def positions(pos, dtype):
+            seen["positions"] = pos.detach().cpu().numpy().copy()
+            return rotary(pos, dtype)
+
+        def hidden(*args):
+            seen["hidden"] = out = body(*args)
+            return out
+
+        def logits(rows):
+            seen["lm_head_input"] = rows.detach().cpu().numpy().copy()
+            return lm_head(rows)
+
+        loc = torch.from_numpy(np.ascontiguousarray(fb.out_cache_loc))
+        pool.k[:, loc] = float("nan")
+        pool.v[:, loc] = float("nan")
+        k0, v0 = pool.k.clone(), pool.v.clone()
+        with (_patched(model.model.rotary_emb, "forward", positions),
+              _patched(model, "forward", hidden), _patched(model, "compute_logits", logits)):
+            out = forward(fb)
+        written = _changed_slots(k0, pool.k) | _changed_slots(v0, pool.v)
+        return out, SpecObservation(
+            seen.get("positions"), torch.nonzero(written).flatten().numpy(),
+            seen["hidden"].detach().cpu().numpy() if "hidden" in seen else None,
+            seen.get("lm_head_input"))
+
+
+# --- the agreement property ------------------------------------------------------------
+
+
+def _events(case: ConformanceCase, trace: Trace) -> None:
+    """Hypothesis statistics (`--hypothesis-show-statistics`): what the examples exercised."""
+    reqs = trace.requests.values()
+    modes = {s.forward_mode for s in trace.steps}
+    event(f"page_size={case.config.page_size}")
+    event(f"requests={len(case.workload)//4*4}+")
+    event(f"steps={len(trace.steps)//20*20}+")
+    event(f"slack={(case.config.max_total_tokens - min_total_tokens(case.workload, case.config.page_size))//32*32}+")
+    event(f"policy={case.config.schedule_policy}")
+    for name, hit in (("retraction", any(r.num_retractions for r in reqs)),
+                      ("chunked prefill", any(-1 in s.next_token_ids for s in trace.steps)),
+                      ("mixed step", "MIXED" in modes),
+                      ("prefix-cache hit", any(r.cached_tokens for r in reqs)),
+                      ("EOS/stop finish", any(r.finish_reason.type == "stop" for r in reqs)),
+                      ("input logprobs", any(r.sampling_params.return_logprob for r in reqs))):
+        event(f"{name}: {'yes' if hit else 'no'}")
+
+
+@settings(max_examples=AGREEMENT_EXAMPLES)
+@given(case=cases(TINY_INFO, arrival_tick=ARRIVAL_TICK))
+def test_sim_schedules_every_step_exactly_as_exec_does(tiny_exec, case):
+    """exec (tiny Llama, CPU) and sim (replaying exec's tokens) give equal StepRecords (times
+    aside) and request outcomes; every exec forward feeds rotary the spec's positions, writes
+    exactly out_cache_loc and gives the LM head pruned_rows; pools stay consistent and leak
+    nothing; a teacher-forced replay of exec's trace re-schedules 100% of its steps."""
+    agreement = check_agreement(tiny_exec.make_runner, replay_runner(), case,
+                                clock=tiny_exec.clock, probe_a=TorchSpecProbe)
+    result = replay(agreement.reference, cost_model=tiny_exec.clock)
+    assert (result.agree_fraction, result.first_divergence) == (1.0, None), result.steps
+    assert result.mape < 1e-9
+    _events(case, agreement.reference)
+
+
+# --- the kit can fail, and works for any runner ----------------------------------------
+
+
+def _small_case(**config) -> ConformanceCase:
+    workload = Workload.generated_shared_prefix(2, 3, 12, 6, 5, vocab_size=TINY_INFO.vocab_size,
+                                                seed=1, rate=2000.0)
+    base = {"max_total_tokens": 256, "chunked_prefill_size": 8, "page_size": 4,
+            "disable_cuda_graph": True}
+    return ConformanceCase(EngineConfig(**{**base, **config}), workload, TINY_INFO)
+
+
+def _synthetic_sim(scheduler: Scheduler, reference: Trace | None) -> SimModelRunner:
+    source = SyntheticTokenSource(7, TINY_INFO.vocab_size, TINY_INFO.eos_token_ids)
+    return SimModelRunner(StepClock(), source, scheduler.config, scheduler.model_info)
+
+
+def test_conformance_check_passes_a_runner_without_a_probe():
+    """The kit's checks run on any ModelRunner: the sim runner with synthetic tokens conforms."""
+    trace = check_conformance(_synthetic_sim, _small_case())
+    assert len(trace.steps) > 6 and all(r.output_len == 5 for r in trace.requests.values())
+
+
+def test_conformance_check_catches_a_runner_using_other_logit_rows():
+    """A runner reporting logit rows other than the spec's fails with ConformanceError."""
+    class FirstRow(SimModelRunner):
+        def forward(self, fb):
+            out = super().forward(fb)
+            rows = out.logit_rows._replace(pruned_rows=out.logit_rows.pruned_rows * 0)
+            return out.__class__(rows, out.logits_shape, padded_batch_size=out.padded_batch_size)
+
+    def make(scheduler, reference):
+        return FirstRow(StepClock(), SyntheticTokenSource(0, 256), scheduler.config, TINY_INFO)
+
+    with pytest.raises(ConformanceError, match="pruned_rows"):
+        check_conformance(make, _small_case())
+
+
+def test_probe_catches_exec_feeding_rotary_shifted_positions(tiny_exec):
+    """With positions shifted by one inside the torch runner, the probe reports the forward."""
+    def shifted(scheduler, reference):
+        runner = tiny_exec.make_runner(scheduler)
+        tensor = runner._tensor
+        runner._tensor = lambda fb, name: tensor(fb, name) + (name == "positions")
+        return runner
+
+    with pytest.raises(ConformanceError, match="positions fed to rotary"):
+        check_conformance(shifted, _small_case(), probe=TorchSpecProbe)
+
+
+def test_agreement_check_names_the_first_differing_step_and_field(tiny_exec):
+    """A scheduler whose allocator takes pages from the back of its free list disagrees with
+    the spec's; the error names the step and the field (out_cache_loc)."""
+    def back_of_free_list(scheduler, reference):
+        alloc = scheduler.mem.allocator
+
+        def take(n):
+            if n > len(alloc._free_pages):
+                return None
+            cut = len(alloc._free_pages) - n
+            pages, alloc._free_pages = alloc._free_pages[cut:], alloc._free_pages[:cut]
+            alloc._is_free[pages] = False
+            return pages
+
+        alloc._take = take
+        return tiny_exec.make_runner(scheduler)
+
+    with pytest.raises(AgreementError, match=r"step 0 differs in 'out_cache_loc'"):
+        check_agreement(back_of_free_list, replay_runner(), _small_case(), clock=tiny_exec.clock)
+
+
+def test_first_divergence_reports_a_missing_step():
+    """Sequences of different lengths diverge at the first step one of them lacks."""
+    trace = check_conformance(_synthetic_sim, _small_case())
+    steps: list[StepRecord] = trace.steps
+    assert first_divergence(steps, steps) is None
+    d = first_divergence(steps, steps[:-1])
+    assert (d.step, d.field, d.b) == (len(steps) - 1, "missing step", None)
