@@ -164,6 +164,10 @@ class Engine:
                     pending -= finished
                     bar.update(len(finished))
                 yield step[0]
+        if not self.scheduler.has_work():
+            # NOTE: poll once when idle, as a serving loop does: the scheduler then runs
+            # its idle leak check and resets new_token_ratio before the next call.
+            self.scheduler.get_next_batch_to_run(self.now())
 
     def _stream(self, reqs: list[Req]) -> Iterator[StreamOutput]:
         index = {r.rid: i for i, r in enumerate(reqs)}
@@ -177,9 +181,10 @@ class Engine:
         for r in reqs:
             self._forget(r)
 
-    def step(self) -> tuple[ForwardBatch, list[Req]] | None:
-        """One scheduler step: schedule, forward, sample, stop strings, results."""
-        batch = self.scheduler.get_next_batch_to_run(self.now())
+    def step(self, now: float | None = None) -> tuple[ForwardBatch, list[Req]] | None:
+        """One scheduler step: schedule (at `now`, default the clock), forward, sample,
+        stop strings, results."""
+        batch = self.scheduler.get_next_batch_to_run(self.now() if now is None else now)
         if batch is None:
             return None
         fb = ForwardBatch.init_new(batch)

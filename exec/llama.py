@@ -151,6 +151,8 @@ class LlamaForCausalLM(nn.Module):
         """Fuse q/k/v and gate/up projections (fewer, larger matmuls). With `column_major`
         (float32 on CPU), store weight matrices transposed in memory: CPU GEMV streams an
         [in, out] layout about 1.7x faster. Loading by name is no longer possible after."""
+        if hasattr(self.model.layers[0].self_attn, "qkv_proj"):
+            return  # already prepared (a second runner around the same model)
         for layer in self.model.layers:
             layer.self_attn.fuse()
             layer.mlp.fuse()

@@ -43,10 +43,12 @@ def _serve(engine: Engine, reqs: list) -> None:
         while i < len(pending) and pending[i].arrival_time <= now:
             engine.scheduler.add_request(pending[i])
             i += 1
-        step = engine.step()
+        step = engine.step(now)  # the admission time is the step's start time
         if step is not None:
             open_rids -= {r.rid for r in step[1]}
         elif i < len(pending):
             time.sleep(min(max(pending[i].arrival_time - engine.now(), 0.0), MAX_IDLE_SLEEP_S))
         else:
             raise RuntimeError(f"scheduler stopped with {len(open_rids)} request(s) unfinished")
+    if not engine.scheduler.has_work():
+        engine.step()  # idle poll: leak check and new_token_ratio reset, as after generate()

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NamedTuple
 
-from experiments import generate_cmd, prefix_reuse, simulate_cmd
+from experiments import generate_cmd, prefix_reuse, replay_cmd, simulate_cmd
 
 
 class Command(NamedTuple):
@@ -26,6 +26,7 @@ COMMANDS = (
     Command("generate", generate_cmd.HELP, generate_cmd.configure, generate_cmd.run),
     Command("prefix-reuse", prefix_reuse.HELP, prefix_reuse.configure, prefix_reuse.run),
     Command("simulate", simulate_cmd.HELP, simulate_cmd.configure, simulate_cmd.run),
+    Command("replay", replay_cmd.HELP, replay_cmd.configure, replay_cmd.run),
 )
 
 

@@ -96,7 +96,7 @@ def sampling_params(draw, model_info: ModelInfo, prompt_len: int, max_output_len
     elif ending == "stop-token":
         stop = draw(st.integers(0, model_info.vocab_size - 1))
         kw.update(stop_token_ids={stop}, logit_bias={stop: draw(st.sampled_from((3.0, 8.0)))})
-    if logprobs and draw(st.integers(0, 9)) == 5:
+    if logprobs and draw(st.integers(0, 9)) == 5:  # ~1 in 10 (Hypothesis favours the bounds)
         kw.update(return_logprob=True, logprob_start_len=draw(st.integers(-1, prompt_len)),
                   top_logprobs_num=draw(st.integers(0, 2)))
     return SamplingParams(**kw)
@@ -111,10 +111,7 @@ def workloads(draw, model_info: ModelInfo, *, max_requests: int = 12, max_prompt
     whole multiples of `arrival_tick` seconds (often 0). `sampling`: `sampling_params` flags."""
     limit = max(1, min(max_prompt_len, model_info.context_length - max_output_len - 1))
     token = st.integers(0, model_info.vocab_size - 1)
-    # NOTE: lengths are drawn as integers (about uniform), not as list sizes (Hypothesis
-    # keeps those short), so long prompts and tight pools are common.
-    tokens = lambda lo, hi: st.integers(lo, hi).flatmap(  # noqa: E731
-        lambda n: st.lists(token, min_size=n, max_size=n))
+    tokens = lambda lo, hi: st.lists(token, min_size=lo, max_size=hi)  # noqa: E731
     bases = draw(st.lists(tokens(1, limit), min_size=1, max_size=3))
     arrival = st.integers(0, max_arrival_ticks)
     reqs = []
@@ -138,15 +135,18 @@ def engine_configs(draw, workload: Workload | None = None, *, page_sizes: Sequen
                    chunk_sizes: Sequence[int | None] = (None, 8, 16, 32),
                    policies: Sequence[str] = ("fcfs", "lpm"), cuda_graph: bool = False,
                    min_tokens: int = 97) -> EngineConfig:
-    """An engine config whose KV pool ranges from just enough for the largest request of
-    `workload` (or `min_tokens`) alone to everything at once or comfortable, with eager
-    admission sometimes, so that admission limits and retraction are exercised. Chunk sizes
-    below the page size are raised to it."""
+    """An engine config whose KV pool holds from just the largest request of `workload` (or
+    `min_tokens`) alone up to all prompts, everything at once, or more, with eager admission
+    (low `schedule_conservativeness`) sometimes, so that admission limits and retraction are
+    exercised. Chunk sizes below the page size are raised to it."""
     ps = draw(st.sampled_from(page_sizes))
     need = min_total_tokens(workload, ps) if workload is not None else min_tokens
-    everything = need if workload is None else sum(
-        len(r.input_ids) + r.sampling_params.max_new_tokens + ps for r in workload)
-    tokens = draw(st.one_of(st.integers(need, max(need, everything)), st.integers(need, need + 512)))
+    reqs = () if workload is None else workload.requests
+    prompts = sum(len(r.input_ids) + ps for r in reqs)
+    everything = prompts + sum(r.sampling_params.max_new_tokens for r in reqs)
+    # NOTE: `randoms` for the pool size, as Hypothesis's integers favour their bounds.
+    top = draw(st.sampled_from((need + 16, prompts, everything, need + 512)))
+    tokens = draw(st.randoms(use_true_random=False)).randint(need, max(need, top))
     chunk = draw(st.sampled_from(chunk_sizes))
     return EngineConfig(
         page_size=ps, max_total_tokens=-(-tokens // ps) * ps,

@@ -120,3 +120,24 @@ def test_text_prompts_are_tokenized_and_outputs_detokenized(tiny_checkpoint, tmp
     assert out.text == " ".join(f"w{t}" for t in out.token_ids)
     same = engine.generate([5, 6, 7], {"max_new_tokens": 4, "temperature": 0, "ignore_eos": True})
     assert same.token_ids == out.token_ids
+
+
+def test_generate_leaves_the_scheduler_idle_checked_and_reset(tiny_checkpoint):
+    """After generate() the engine polls its idle scheduler: new_token_ratio is back at its
+    initial value (so a later call schedules as a fresh serving loop would)."""
+    folder, _ = tiny_checkpoint("llama")
+    engine = Engine(folder, max_total_tokens=256)
+    engine.generate([1, 2, 3], {"max_new_tokens": 30, "ignore_eos": True})
+    ratio = engine.scheduler.new_token_ratio
+    assert ratio.value == ratio.init
+
+
+def test_two_runners_can_share_one_loaded_model(tiny_checkpoint):
+    """prepare_for_inference is idempotent: a second runner around the same model works."""
+    folder, _ = tiny_checkpoint("llama")
+    model, info = load_model(folder), ModelInfo(256, (0,), 512)
+    for _ in range(2):
+        sched = Scheduler(EngineConfig(max_total_tokens=128, disable_cuda_graph=True), info)
+        drive(sched, TorchModelRunner(model, sched.config, info),
+              [Req("a", [5, 6], SamplingParams(max_new_tokens=3, temperature=0, ignore_eos=True))])
+        assert sched.trace.requests["a"].output_len == 3
