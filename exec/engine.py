@@ -164,7 +164,7 @@ class Engine:
                     pending -= finished
                     bar.update(len(finished))
                 yield step[0]
-        if not self.scheduler.has_work():
+        if self.scheduler.is_idle():
             # NOTE: poll once when idle, as a serving loop does: the scheduler then runs
             # its idle leak check and resets new_token_ratio before the next call.
             self.scheduler.get_next_batch_to_run(self.now())

@@ -50,5 +50,5 @@ def _serve(engine: Engine, reqs: list) -> None:
             time.sleep(min(max(pending[i].arrival_time - engine.now(), 0.0), MAX_IDLE_SLEEP_S))
         else:
             raise RuntimeError(f"scheduler stopped with {len(open_rids)} request(s) unfinished")
-    if not engine.scheduler.has_work():
+    if engine.scheduler.is_idle():
         engine.step()  # idle poll: leak check and new_token_ratio reset, as after generate()

@@ -87,6 +87,12 @@ class Scheduler:
             self.pending_aborts.add(rid)
         return True
 
+    def is_idle(self) -> bool:
+        """Nothing waiting, chunked or running (finished requests not yet filtered out do
+        not count): the next `get_next_batch_to_run` returns None and runs the idle check."""
+        running = self.running_batch.reqs if self.running_batch else []
+        return not self.waiting_queue and self.chunked_req is None and all(r.finished() for r in running)
+
     def has_work(self) -> bool:
         return bool(self.waiting_queue or self.chunked_req
                     or (self.running_batch and not self.running_batch.is_empty()))
