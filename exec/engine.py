@@ -179,7 +179,7 @@ class Engine:
                     if chunk is not None:
                         yield chunk
         for r in reqs:
-            self._forget(r)
+            self.forget(r)
 
     def step(self, now: float | None = None) -> tuple[ForwardBatch, list[Req]] | None:
         """One scheduler step: schedule (at `now`, default the clock), forward, sample,
@@ -208,7 +208,7 @@ class Engine:
         rec = self.trace.requests[req.rid]
         lp = self.logprobs.pop(req)
         text = self.trackers[req.rid].final_text(req.output_ids, req.finished_reason)
-        self._forget(req)
+        self.forget(req)
         return GenerateOutput(
             req.rid, text, list(req.output_ids), req.finished_reason, lp.input_token_logprobs,
             lp.input_top_logprobs, lp.output_token_logprobs,
@@ -216,7 +216,8 @@ class Engine:
              "completion_tokens": len(req.output_ids), "ttft": rec.first_token_time - rec.arrival_time,
              "e2e": rec.finish_time - rec.arrival_time})
 
-    def _forget(self, req: Req) -> None:
+    def forget(self, req: Req) -> None:
+        """Drop a request's stop-string and logprob bookkeeping (its result was returned)."""
         self.trackers.pop(req.rid, None)
         self.logprobs.pop(req)
 

@@ -31,8 +31,7 @@ def run_workload(engine: Engine, workload: Workload) -> RunResult:
                                 arrivals=[start + w.arrival_time for w in workload])
     _serve(engine, reqs)
     for r in reqs:
-        engine.trackers.pop(r.rid, None)
-        engine.logprobs.pop(r)
+        engine.forget(r)
     return RunResult.from_trace(engine.trace.select([r.rid for r in reqs], first_step))
 
 
