@@ -13,6 +13,7 @@ memory of a long simulation small.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,8 +87,10 @@ class Trace:
     def step_fields(self, *names: str) -> list[tuple]:
         """Per step, the named fields as stored, without building StepRecords: tuples for
         steps already read, numpy arrays for steps appended since (cheap for long runs)."""
-        done = [tuple(getattr(s, n) for n in names) for s in self._steps]
-        return done + [tuple(p[n] for n in names) for p in self._pending]
+        if len(names) < 2:
+            raise ValueError("step_fields needs at least two field names")
+        return (list(map(operator.attrgetter(*names), self._steps))
+                + list(map(operator.itemgetter(*names), self._pending)))
 
     def append_step(self, **fields: Any) -> None:
         """Record one step; array fields may be numpy arrays (converted when read)."""
