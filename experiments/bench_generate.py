@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from experiments.machine_probe import measure_bandwidth
+
 
 @dataclass(frozen=True)
 class GenerateBenchConfig:
@@ -35,23 +37,6 @@ class GenerateBenchConfig:
     device: str = "cpu"
     batch1_steps: int = 48
     seed: int = 0
-
-
-def measure_bandwidth(device: str, nbytes: int = 1 << 29, repeats: int = 5) -> float:
-    """Bytes/s of a streaming read (sum over a large float32 tensor), best of `repeats`."""
-    x = torch.ones(nbytes // 4, device=device)
-    x.sum()
-    best = min(_timed(lambda: x.sum(), device) for _ in range(repeats))
-    return nbytes / best
-
-
-def _timed(fn, device: str) -> float:
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    sync()
-    t = time.perf_counter()
-    fn()
-    sync()
-    return time.perf_counter() - t
 
 
 def weight_bytes_per_step(model: torch.nn.Module) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NamedTuple
 
-from experiments import generate_cmd, prefix_reuse, replay_cmd, simulate_cmd
+from experiments import explain_cmd, generate_cmd, prefix_reuse, replay_cmd, simulate_cmd
 
 
 class Command(NamedTuple):
@@ -27,6 +27,7 @@ COMMANDS = (
     Command("prefix-reuse", prefix_reuse.HELP, prefix_reuse.configure, prefix_reuse.run),
     Command("simulate", simulate_cmd.HELP, simulate_cmd.configure, simulate_cmd.run),
     Command("replay", replay_cmd.HELP, replay_cmd.configure, replay_cmd.run),
+    Command("explain", explain_cmd.HELP, explain_cmd.configure, explain_cmd.run),
 )
 
 
