@@ -15,53 +15,88 @@ import torch.nn.functional as F
 
 
 @dataclass(frozen=True)
-class AttentionMetadata:
-    """Built once per forward on the host, shared by every layer."""
+class AttentionGroup:
+    """Requests laid out as padded blocks: [B, L] queries against [B, S] keys."""
 
     kv_index: torch.Tensor   # [B, S] int64 KV slot of key s of request b (0 past seq_len)
     mask: torch.Tensor       # [B, 1, L, S] bool: query l of request b may attend key s
     q_index: torch.Tensor    # [B, L] int64 token row of query l of request b (0 for padding)
-    out_index: torch.Tensor  # [T] int64 row of each token in the flattened [B * L] output
+    out_index: torch.Tensor  # [N] int64 row of each real token in the flattened [B * L] output
+    token_rows: torch.Tensor | None = None  # [N] rows of q these are; None: all rows, in order
+
+    @classmethod
+    def build(cls, table: np.ndarray, seq: np.ndarray, pre: np.ndarray, ext: np.ndarray,
+              start: np.ndarray, device: torch.device, whole: bool) -> AttentionGroup:
+        """`table`: the requests' req_to_token rows; `start`: each request's first token row."""
+        s_max, l_max = int(seq.max()), int(ext.max())
+        keys, queries = np.arange(s_max), np.arange(l_max)
+        kv_index = np.where(keys[None, :] < seq[:, None], table[:, :s_max], 0)      # [B, S]
+        q_ok = queries[None, :] < ext[:, None]                                      # [B, L]
+        q_pos = pre[:, None] + queries[None, :]                                     # [B, L]
+        mask = (keys[None, None, :] <= q_pos[:, :, None]) & q_ok[:, :, None]        # [B, L, S]
+        mask[..., 0] |= ~q_ok  # padding queries see one key, so no row is fully masked
+        q_index = np.where(q_ok, start[:, None] + queries[None, :], 0)
+        to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
+        return cls(to(kv_index.astype(np.int64)), to(mask[:, None]), to(q_index),
+                   to(np.flatnonzero(q_ok.reshape(-1))), None if whole else to(q_index[q_ok]))
+
+
+@dataclass(frozen=True)
+class AttentionMetadata:
+    """Built once per forward on the host, shared by every layer.
+
+    NOTE: one padded block costs B * L_max * S_max; a batch mixing one-token rows (decodes)
+    with long extends would pad every decode to the extend's length, so such a batch is
+    split into two groups (one-token rows, longer extends), each padded on its own."""
+
+    groups: tuple[AttentionGroup, ...]
 
     @classmethod
     def build(cls, req_to_token: np.ndarray, req_pool_indices: np.ndarray, seq_lens: np.ndarray,
               prefix_lens: np.ndarray, extend_lens: np.ndarray, device: torch.device) -> AttentionMetadata:
         """Decode is the case prefix = seq_len - 1, extend = 1."""
         seq, pre, ext = (np.asarray(a, dtype=np.int64) for a in (seq_lens, prefix_lens, extend_lens))
-        s_max, l_max = int(seq.max()), int(ext.max())
-        keys, queries = np.arange(s_max), np.arange(l_max)
+        keys = np.arange(int(seq.max()))
         table = req_to_token[np.asarray(req_pool_indices)[:, None], keys[None, :]]   # [B, S]
-        kv_index = np.where(keys[None, :] < seq[:, None], table, 0)
-        q_ok = queries[None, :] < ext[:, None]                                      # [B, L]
-        q_pos = pre[:, None] + queries[None, :]                                     # [B, L]
-        mask = (keys[None, None, :] <= q_pos[:, :, None]) & q_ok[:, :, None]        # [B, L, S]
-        mask[..., 0] |= ~q_ok  # padding queries see one key, so no row is fully masked
         start = np.cumsum(ext) - ext
-        q_index = np.where(q_ok, start[:, None] + queries[None, :], 0)
-        out_index = np.flatnonzero(q_ok.reshape(-1))
-        to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
-        return cls(to(kv_index.astype(np.int64)), to(mask[:, None]), to(q_index), to(out_index))
+        single = ext == 1
+        if single.all() or not single.any():
+            return cls((AttentionGroup.build(table, seq, pre, ext, start, device, whole=True),))
+        return cls(tuple(AttentionGroup.build(table[i], seq[i], pre[i], ext[i], start[i], device,
+                                              whole=False)
+                         for i in (np.flatnonzero(single), np.flatnonzero(~single))))
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                     meta: AttentionMetadata, scale: float) -> torch.Tensor:
     """q: [T, H, D]; k_cache, v_cache: [slots, H_kv, D] (this layer). Returns [T, H, D]."""
-    b, l_max = meta.q_index.shape
-    s_max = meta.kv_index.shape[1]
-    if l_max == 1 and b == q.shape[0]:  # decode: one query per request, in request order
+    if len(meta.groups) == 1:
+        return _group_attention(q, k_cache, v_cache, meta.groups[0], scale)
+    out = torch.empty_like(q)
+    for g in meta.groups:
+        out.index_copy_(0, g.token_rows, _group_attention(q, k_cache, v_cache, g, scale))
+    return out
+
+
+def _group_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                     g: AttentionGroup, scale: float) -> torch.Tensor:
+    """Attention of one group's tokens: [N, H, D], in the group's token order."""
+    b, l_max = g.q_index.shape
+    s_max = g.kv_index.shape[1]
+    if l_max == 1 and g.token_rows is None:  # decode: one query per request, in request order
         qp = q.view(b, 1, *q.shape[1:]).transpose(1, 2)                    # [B, H, 1, D]
     else:
-        qp = _rows(q, meta.q_index.view(-1)).view(b, l_max, *q.shape[1:]).transpose(1, 2)  # [B, H, L, D]
-    flat = meta.kv_index.view(-1)
+        qp = _rows(q, g.q_index.view(-1)).view(b, l_max, *q.shape[1:]).transpose(1, 2)  # [B, H, L, D]
+    flat = g.kv_index.view(-1)
     k = _rows(k_cache, flat).view(b, s_max, *k_cache.shape[1:]).transpose(1, 2)  # [B, H_kv, S, D]
     v = _rows(v_cache, flat).view(b, s_max, *v_cache.shape[1:]).transpose(1, 2)  # [B, H_kv, S, D]
     if l_max == 1:
-        out = _single_query_attention(qp, k, v, meta.mask, scale)           # [B, H, 1, D]
+        out = _single_query_attention(qp, k, v, g.mask, scale)              # [B, H, 1, D]
     else:
-        out = F.scaled_dot_product_attention(qp, k, v, attn_mask=meta.mask, scale=scale,
+        out = F.scaled_dot_product_attention(qp, k, v, attn_mask=g.mask, scale=scale,
                                              enable_gqa=qp.shape[1] != k.shape[1])  # [B, H, L, D]
     out = out.transpose(1, 2).reshape(b * l_max, q.shape[1], q.shape[2])
-    return out if b * l_max == q.shape[0] else _rows(out, meta.out_index)  # [T, H, D]
+    return out if g.out_index.numel() == b * l_max else _rows(out, g.out_index)  # [N, H, D]
 
 
 def _single_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,

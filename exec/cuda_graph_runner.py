@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from exec.attention import AttentionMetadata
+from exec.attention import AttentionGroup, AttentionMetadata
 from exec.llama import TorchBatch
 from shared.cuda_graph import pad_decode_batch, padded_batch_size
 from shared.forward_batch import ForwardBatch
@@ -74,8 +74,8 @@ class DecodeGraphRunner:
         mask[..., 0] = True
         g = CapturedDecode(torch.cuda.CUDAGraph(), zeros(bs), zeros(bs), zeros(bs),
                            zeros(bs, window), mask, torch.empty(0))
-        meta = AttentionMetadata(g.kv_index, g.mask, torch.arange(bs, device=dev)[:, None],
-                                 torch.arange(bs, device=dev))
+        meta = AttentionMetadata((AttentionGroup(g.kv_index, g.mask, torch.arange(bs, device=dev)[:, None],
+                                                 torch.arange(bs, device=dev)),))
         batch = TorchBatch(g.out_cache_loc, meta, r.kv_pool)
         run = lambda: r.model.compute_logits(r.model(g.input_ids, g.positions, batch))  # noqa: E731
         stream = torch.cuda.Stream()
