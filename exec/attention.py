@@ -46,8 +46,9 @@ class AttentionMetadata:
     """Built once per forward on the host, shared by every layer.
 
     NOTE: one padded block costs B * L_max * S_max; a batch mixing one-token rows (decodes)
-    with long extends would pad every decode to the extend's length, so such a batch is
-    split into two groups (one-token rows, longer extends), each padded on its own."""
+    with long extends would pad every decode to the longest extend. So requests are grouped
+    by extend length, ceil(log2(extend_len)) (decodes alone, then 2, 3-4, 5-8, ... tokens),
+    and each group is padded on its own: padding at most doubles a query block."""
 
     groups: tuple[AttentionGroup, ...]
 
@@ -59,12 +60,13 @@ class AttentionMetadata:
         keys = np.arange(int(seq.max()))
         table = req_to_token[np.asarray(req_pool_indices)[:, None], keys[None, :]]   # [B, S]
         start = np.cumsum(ext) - ext
-        single = ext == 1
-        if single.all() or not single.any():
+        bucket = np.ceil(np.log2(ext)).astype(np.int64)                              # [B]
+        kinds = np.unique(bucket)
+        if len(kinds) == 1:
             return cls((AttentionGroup.build(table, seq, pre, ext, start, device, whole=True),))
+        members = (np.flatnonzero(bucket == k) for k in kinds)
         return cls(tuple(AttentionGroup.build(table[i], seq[i], pre[i], ext[i], start[i], device,
-                                              whole=False)
-                         for i in (np.flatnonzero(single), np.flatnonzero(~single))))
+                                              whole=False) for i in members))
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
