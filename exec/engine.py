@@ -102,6 +102,19 @@ class Engine:
     def abort(self, rid: str) -> bool:
         return self.scheduler.abort(rid)
 
+    def reset(self) -> None:
+        """Start over as if freshly built, keeping the loaded model: a new scheduler with the
+        same effective config (empty prefix cache, every KV slot and request row free in its
+        initial order, an empty trace, clock at 0). Experiments warm up, then reset, so a
+        run's trace replays from a fresh scheduler. Raises RuntimeError unless idle."""
+        if not self.scheduler.is_idle():
+            raise RuntimeError("reset() needs an idle engine: requests are still waiting or running")
+        old = self.scheduler.trace
+        self.scheduler = Scheduler(self.scheduler.config, self.model_info)
+        self.trace.model_config, self.trace.executor = old.model_config, old.executor
+        self.logprobs, self.trackers = LogprobCollector(), {}
+        self._t0, self._count = time.perf_counter(), 0
+
     def make_requests(self, prompts: list[Any], params: list[SamplingParams], *, chat: bool = False,
                       rids: list[str] | None = None, arrivals: list[float] | None = None) -> list[Req]:
         """Tokenize and validate every prompt (raising before anything is queued), then

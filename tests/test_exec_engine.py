@@ -141,3 +141,29 @@ def test_two_runners_can_share_one_loaded_model(tiny_checkpoint):
         drive(sched, TorchModelRunner(model, sched.config, info),
               [Req("a", [5, 6], SamplingParams(max_new_tokens=3, temperature=0, ignore_eos=True))])
         assert sched.trace.requests["a"].output_len == 3
+
+
+def test_reset_engine_schedules_like_a_fresh_one(tiny_checkpoint):
+    """After reset(), the same requests give the same steps (slots, rows, tokens) as on a
+    newly built engine: the warm-up left no trace, cache or allocator order behind."""
+    folder, _ = tiny_checkpoint("llama")
+    prompts, params = [[1, 2, 3, 4], [1, 2, 3, 9, 9]], {"max_new_tokens": 4, "ignore_eos": True}
+    fresh = Engine(folder, max_total_tokens=512)
+    fresh.generate(prompts, params)
+    used = Engine(folder, max_total_tokens=512)
+    used.generate([[7, 7, 7], [1, 2, 3, 4, 5, 6]], params)
+    used.reset()
+    used.generate(prompts, params)
+    strip = lambda s: s.to_dict() | {"start_time": 0, "duration": 0}  # noqa: E731
+    assert [strip(s) for s in used.trace.steps] == [strip(s) for s in fresh.trace.steps]
+    assert list(used.trace.requests) == list(fresh.trace.requests)
+
+
+def test_reset_refuses_while_requests_run(engine):
+    """reset() on a busy engine raises and leaves the queued request in place."""
+    engine.scheduler.add_request(engine.make_requests([[1, 2]], [SamplingParams(max_new_tokens=2)])[0])
+    with pytest.raises(RuntimeError, match="idle"):
+        engine.reset()
+    while engine.step() is not None:
+        pass
+    engine.scheduler.mem.check_idle()
