@@ -1,0 +1,96 @@
+"""`batchtwin calibrate`: fit the simulator's cost model to the real executor on this machine.
+
+    batchtwin calibrate [--model PATH] [--dtype bfloat16] [--threads 2] [--repeats 2] \
+        [--out batchtwin-calibration]
+
+Runs the real executor over a grid of batch shapes (experiments.calibration_grid), fits
+`sim.CalibratedCostModel` on the training grid, and reports its error on the held-out grid
+and on a real online trace re-priced by `sim.replay`. Writes to `--out`:
+
+- `cost_model.json`: the calibrated model (`batchtwin simulate --cost-model`, `sim.simulate`);
+- `hardware.json`: this machine's measured bandwidth and FLOP/s as a hardware entry
+  (`--hardware batchtwin-calibration/hardware.json`);
+- `steps.csv`: every measured step (scenario, split, features, measured and predicted s);
+- `calibration.json`: the configuration and the error figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from datetime import date
+from pathlib import Path
+
+from experiments.calibration import Calibration, CalibrationConfig, calibrate
+from experiments.machine_probe import hardware_entry
+
+HELP = "fit the simulator's cost model to the real executor on this machine"
+DTYPES = ("bfloat16", "float32", "float16")
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    d = CalibrationConfig()
+    p.add_argument("--model", default=None,
+                   help="checkpoint folder or .gguf (default: SmolLM2-135M, else a tiny random model)")
+    p.add_argument("--device", default=d.device)
+    p.add_argument("--dtype", default=d.dtype, choices=DTYPES)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or d.threads,
+                   help="torch threads (fixed for the whole run; default: all cores)")
+    p.add_argument("--repeats", type=int, default=d.repeats, help="passes over the shape grids")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--out", default="batchtwin-calibration", metavar="DIR")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.threads < 1 or args.repeats < 1:
+        print("error: --threads and --repeats must be >= 1", file=sys.stderr)
+        return 2
+    c = CalibrationConfig(model=args.model, device=args.device, dtype=args.dtype,
+                          threads=args.threads, repeats=args.repeats, seed=args.seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        result = calibrate(c, scratch=out)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    write(result, c, out)
+    print(summary_text(result, out))
+    return 0
+
+
+def write(r: Calibration, c: CalibrationConfig, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    r.cost_model.save(out / "cost_model.json")
+    (out / "hardware.json").write_text(json.dumps(hardware_entry(r.rates, str(date.today())), indent=2))
+    r.steps.to_csv(out / "steps.csv", index=False)
+    (out / "calibration.json").write_text(json.dumps(
+        {"config": asdict(c), "model": r.model, "figures": figures(r)}, indent=2))
+
+
+def figures(r: Calibration) -> dict[str, float]:
+    return {"fit_mape": r.train_mape, "held_out_mape": r.held_out_mape,
+            "held_out_median_ape": r.held_out_median_ape, "replay_mape": r.replay.mape,
+            "replay_median_ape": r.replay.median_ape,
+            "replay_agree_fraction": r.replay.agree_fraction,
+            "mem_bw_GBps": r.rates.mem_bw / 1e9, "flops_bf16_G": r.rates.flops_bf16 / 1e9,
+            "flops_fp32_G": r.rates.flops_fp32 / 1e9, "steps_measured": len(r.steps)}
+
+
+def summary_text(r: Calibration, out: Path) -> str:
+    f = figures(r)
+    coef = "\n".join(f"  {k:<16} {v:.3e} s" for k, v in zip(r.cost_model.features,
+                                                            r.cost_model.coefficients, strict=True))
+    return (f"calibrated {Path(r.model).name} on this machine ({f['steps_measured']} steps)\n"
+            f"{coef}\n"
+            f"  fit MAPE {f['fit_mape']:.1%}; held-out shapes: MAPE {f['held_out_mape']:.1%}, "
+            f"median APE {f['held_out_median_ape']:.1%}\n"
+            f"  real online trace re-priced (sim.replay): MAPE {f['replay_mape']:.1%}, "
+            f"median APE {f['replay_median_ape']:.1%}, schedule agreement "
+            f"{f['replay_agree_fraction']:.0%}\n"
+            f"  this machine: {f['mem_bw_GBps']:.1f} GB/s, {f['flops_bf16_G']:.0f} GFLOP/s bf16, "
+            f"{f['flops_fp32_G']:.0f} GFLOP/s fp32\n"
+            f"wrote {out}/cost_model.json, hardware.json, steps.csv, calibration.json")

@@ -1,0 +1,93 @@
+"""The batch shapes `batchtwin calibrate` measures, as workloads the real executor serves.
+
+Each `Scenario` is one or more workloads served one after another on the same Engine
+(`Engine.run`), so its steps are ordinary scheduler steps with measured durations:
+
+- prefill L: one L-token prompt (a prefill step, then one decode at batch 1);
+- prefix P+E: a P-token prompt, then the same P tokens plus E new ones (an extend whose
+  first P tokens come from the radix cache);
+- decode B x K: B prompts of K tokens at once, then `decode_steps` decodes at batch B;
+- mixed B + L: B short requests, and an L-token prompt arriving while they decode (with
+  `enable_mixed_chunk` its chunks carry the B decodes: MIXED batches).
+
+Token ids are drawn from one seeded generator; every scenario gets fresh ids, so nothing
+but the prefix scenario hits the cache. Request ids are unique per scenario and repeat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from shared.sampling_params import SamplingParams
+from shared.workload import Workload, WorkloadRequest
+
+MIXED_SHORT_PROMPT = 32
+MIXED_ARRIVAL_S = 1e-3   # the long prompt arrives during the first (prefill) step
+
+
+@dataclass(frozen=True)
+class ShapeGrid:
+    prefill_lens: tuple[int, ...]
+    prefix_lens: tuple[int, ...]        # cached prefix P, each extended by extend_len
+    extend_len: int
+    decode: tuple[tuple[int, int], ...]  # (batch size, prompt length) of decoding requests
+    decode_steps: int
+    mixed_batch_sizes: tuple[int, ...]  # decodes running beside a chunked prefill
+    mixed_prompt_len: int
+
+
+TRAIN_GRID = ShapeGrid(prefill_lens=(16, 64, 256, 512, 1024), prefix_lens=(256, 1024),
+                       extend_len=64,
+                       decode=((1, 64), (1, 1024), (2, 128), (4, 64), (4, 512), (8, 256),
+                               (16, 64), (16, 256), (32, 64), (32, 128)),
+                       decode_steps=8, mixed_batch_sizes=(4, 16), mixed_prompt_len=1024)
+HELD_OUT_GRID = ShapeGrid(prefill_lens=(48, 384, 768), prefix_lens=(512,), extend_len=128,
+                          decode=((1, 512), (3, 96), (6, 384), (12, 128), (24, 96)),
+                          decode_steps=6, mixed_batch_sizes=(8,), mixed_prompt_len=768)
+
+
+class Scenario(NamedTuple):
+    name: str
+    workloads: tuple[Workload, ...]
+
+
+def scenarios(grid: ShapeGrid, vocab_size: int, chunk_size: int, seed: int = 0,
+              tag: str = "") -> list[Scenario]:
+    """Every scenario of `grid`, request ids prefixed with `tag` (unique per repeat)."""
+    b = _Builder(np.random.default_rng(seed), vocab_size, tag)
+    out = [b.one(f"prefill-{n}", [(0.0, b.tokens(n), 2)]) for n in grid.prefill_lens]
+    out += [b.prefix(p, grid.extend_len) for p in grid.prefix_lens]
+    out += [b.one(f"decode-{bs}x{k}", [(0.0, b.tokens(k), grid.decode_steps + 1) for _ in range(bs)])
+            for bs, k in grid.decode]
+    chunks = -(-grid.mixed_prompt_len // chunk_size)
+    out += [b.one(f"mixed-{bs}+{grid.mixed_prompt_len}",
+                  [(0.0, b.tokens(MIXED_SHORT_PROMPT), chunks + 3) for _ in range(bs)]
+                  + [(MIXED_ARRIVAL_S, b.tokens(grid.mixed_prompt_len), 1)])
+            for bs in grid.mixed_batch_sizes]
+    return out
+
+
+class _Builder:
+    def __init__(self, rng: np.random.Generator, vocab_size: int, tag: str) -> None:
+        self.rng, self.vocab_size, self.tag = rng, vocab_size, tag
+
+    def tokens(self, n: int) -> tuple[int, ...]:
+        return tuple(self.rng.integers(0, self.vocab_size, n).tolist())
+
+    def one(self, name: str, reqs: list[tuple[float, tuple[int, ...], int]]) -> Scenario:
+        return Scenario(name, (self.workload(name, reqs),))
+
+    def prefix(self, prefix_len: int, extend_len: int) -> Scenario:
+        name, shared = f"prefix-{prefix_len}+{extend_len}", self.tokens(prefix_len)
+        first = self.workload(f"{name}-a", [(0.0, shared, 1)])
+        second = self.workload(f"{name}-b", [(0.0, shared + self.tokens(extend_len), 2)])
+        return Scenario(name, (first, second))
+
+    def workload(self, name: str, reqs: list[tuple[float, tuple[int, ...], int]]) -> Workload:
+        return Workload(tuple(
+            WorkloadRequest(f"{self.tag}{name}-{i}", t, ids,
+                            SamplingParams(max_new_tokens=n, temperature=0.0, ignore_eos=True))
+            for i, (t, ids, n) in enumerate(reqs)), name=name)

@@ -1,0 +1,153 @@
+"""How well the simulator predicts the real executor on this machine.
+
+Protocol (`run_fidelity`): one Engine (fixed torch thread count), one calibrated cost model;
+then `runs` times: warm up, `Engine.reset()`, serve the workload online (`Engine.run`, Poisson
+arrivals in wall-clock time), and simulate the same workload with the calibrated model on a
+scheduler built from the real trace's effective EngineConfig (its `max_total_tokens`
+included; nothing re-derived), with the real run's tokens (`ReplayTokenSource`, so requests
+end where the real ones did). Each run gives
+
+- teacher forcing (`sim.replay` of the real trace): median APE and MAPE of per-step time,
+  and the fraction of recorded steps the spec re-schedules identically;
+- free running: relative error of TTFT, TPOT and E2E at p50 and p90, and the fraction of
+  steps whose batch (mode and requests) matches the real step of the same index.
+
+`medians` takes the median of every figure over the runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from shared.run_result import RunResult
+from shared.scheduler import Scheduler
+from shared.trace import Trace
+from shared.workload import Workload
+from sim.cost_model import CostModel
+from sim.driver import drive_workload
+from sim.replay import ReplayResult, replay
+from sim.sim_model_runner import SimModelRunner
+from sim.token_source import ReplayTokenSource
+
+if TYPE_CHECKING:
+    from exec.engine import Engine
+
+LATENCIES = ("ttft", "tpot", "e2e")
+PERCENTILES = ("p50", "p90")
+WARMUP_PROMPT_LEN, WARMUP_REQUESTS = 64, 4
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    num_requests: int = 40
+    rate: float = 2.0
+    prompt_median: float = 128.0
+    output_median: float = 48.0
+    sigma: float = 0.6
+    max_len: int = 1024
+    seed: int = 0
+
+    def build(self, vocab_size: int) -> Workload:
+        return Workload.sharegpt_like(self.num_requests, vocab_size=vocab_size, seed=self.seed,
+                                   rate=self.rate, prompt_median=self.prompt_median,
+                                   output_median=self.output_median, sigma=self.sigma,
+                                   max_len=self.max_len, name="fidelity")
+
+
+class RunFidelity(NamedTuple):
+    """One run: the real and simulated results, the replay and the figures (`errors`)."""
+
+    real: RunResult
+    sim: RunResult
+    replay: ReplayResult
+    errors: dict[str, float]
+
+
+def run_fidelity(engine: Engine, cost_model: CostModel, spec: WorkloadSpec, runs: int,
+                 progress=print) -> list[RunFidelity]:
+    out = []
+    for k in range(runs):
+        progress(f"run {k + 1}/{runs}: warm-up, then {spec.num_requests} requests at "
+                 f"{spec.rate}/s in wall-clock time")
+        warm_up(engine)
+        engine.reset()
+        real = engine.run(spec.build(engine.model_info.vocab_size))
+        out.append(compare(real, cost_model))
+    return out
+
+
+def warm_up(engine: Engine) -> None:
+    rng = np.random.default_rng(1234)
+    prompts = [rng.integers(0, engine.model_info.vocab_size, WARMUP_PROMPT_LEN).tolist()
+               for _ in range(WARMUP_REQUESTS)]
+    engine.generate(prompts, {"max_new_tokens": 8, "ignore_eos": True, "temperature": 0.0})
+
+
+def compare(real: RunResult, cost_model: CostModel) -> RunFidelity:
+    sim = simulate_like(real.trace, cost_model)
+    replayed = replay(real.trace, cost_model)
+    errors = {"teacher_forced_median_ape": replayed.median_ape,
+              "teacher_forced_mape": replayed.mape,
+              "teacher_forced_agree_fraction": replayed.agree_fraction,
+              "free_running_batch_agree_fraction": batch_agreement(real.trace, sim.trace)}
+    for name in LATENCIES:
+        for p in PERCENTILES:
+            key = f"{name}_{p}"
+            errors[f"{key}_error"] = relative_error(sim.summary[key], real.summary[key])
+    return RunFidelity(real, sim, replayed, errors)
+
+
+def simulate_like(trace: Trace, cost_model: CostModel) -> RunResult:
+    """The recorded workload again in the simulator: the trace's effective EngineConfig and
+    ModelInfo, its requests (arrival, prompt, parameters) and its tokens."""
+    scheduler = Scheduler(trace.engine_config, trace.model_info)
+    scheduler.trace.model_config = trace.model_config
+    scheduler.trace.executor = {"kind": "sim", "cost_model": type(cost_model).__name__}
+    source = ReplayTokenSource(trace)
+    runner = SimModelRunner(cost_model, source, scheduler.config, trace.model_info)
+    drive_workload(scheduler, runner, workload_of(trace), finished_hook=source.finished)
+    return RunResult.from_trace(scheduler.trace)
+
+
+def workload_of(trace: Trace) -> Workload:
+    """The trace's requests as a workload, arrivals measured from the first one."""
+    from shared.workload import WorkloadRequest
+
+    recs = list(trace.requests.values())
+    t0 = min(r.arrival_time for r in recs)
+    return Workload(tuple(WorkloadRequest(r.rid, r.arrival_time - t0, r.input_ids, r.sampling_params)
+                          for r in recs), name="recorded")
+
+
+def batch_agreement(real: Trace, sim: Trace) -> float:
+    """Fraction of real steps whose mode and request ids equal the sim step of that index."""
+    a = real.step_fields("forward_mode", "rids")
+    b = sim.step_fields("forward_mode", "rids")
+    same = sum(x == y for x, y in zip(a, b, strict=False))
+    return same / len(a) if a else math.nan
+
+
+def relative_error(predicted: float, measured: float) -> float:
+    """|predicted - measured| / measured (NaN when measured is 0 or NaN)."""
+    return abs(predicted - measured) / measured if measured else math.nan
+
+
+def medians(runs: list[RunFidelity]) -> dict[str, float]:
+    keys = runs[0].errors
+    return {k: float(np.nanmedian([r.errors[k] for r in runs])) for k in keys}
+
+
+def latency_table(runs: list[RunFidelity]) -> list[dict[str, Any]]:
+    """Per run and latency percentile: real seconds, simulated seconds, relative error."""
+    rows = []
+    for i, r in enumerate(runs):
+        for name in LATENCIES:
+            for p in PERCENTILES:
+                key = f"{name}_{p}"
+                rows.append({"run": i, "metric": key, "real_s": r.real.summary[key],
+                             "sim_s": r.sim.summary[key], "error": r.errors[f"{key}_error"]})
+    return rows

@@ -1,0 +1,127 @@
+"""`batchtwin fidelity`: how well the simulator predicts the real executor on this machine.
+
+    batchtwin fidelity [--cost-model batchtwin-calibration/cost_model.json] [--runs 3] \
+        [--num-requests 40] [--rate 2] [--out batchtwin-fidelity]
+
+Without `--cost-model` it calibrates first (`batchtwin calibrate`, written under --out).
+Then, per run, a real online workload (SmolLM2-135M by default, a tiny random model when it
+is not installed) and the same workload in the simulator (experiments.fidelity has the
+protocol). Writes `report.md`, `fidelity.json` (configuration, per-run and median figures),
+`latencies.csv`, `steps.csv` (teacher-forced steps) and two plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from experiments import calibrate_cmd
+from experiments.calibration import CalibrationConfig, calibrate, open_engine, resolve_model
+from experiments.fidelity import WorkloadSpec, latency_table, medians, run_fidelity
+from experiments.fidelity_plots import plot_latencies, plot_step_times
+from sim.calibrated import CalibratedCostModel
+
+HELP = "measure the simulator against the real executor (teacher forced and free running)"
+BARS = {"teacher_forced_median_ape": 0.05, "teacher_forced_mape": 0.10,
+        **{f"{m}_{p}_error": 0.10 for m in ("ttft", "tpot", "e2e") for p in ("p50", "p90")}}
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    w = WorkloadSpec()
+    p.add_argument("--model", default=None,
+                   help="checkpoint folder or .gguf (default: SmolLM2-135M, else a tiny random model)")
+    p.add_argument("--cost-model", default=None, metavar="JSON",
+                   help="calibrated cost model (default: calibrate first)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default=CalibrationConfig.dtype, choices=calibrate_cmd.DTYPES)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--num-requests", type=int, default=w.num_requests)
+    p.add_argument("--rate", type=float, default=w.rate, help="requests/s (Poisson)")
+    p.add_argument("--prompt-median", type=float, default=w.prompt_median)
+    p.add_argument("--output-median", type=float, default=w.output_median)
+    p.add_argument("--max-total-tokens", type=int, default=CalibrationConfig.max_total_tokens)
+    p.add_argument("--seed", type=int, default=w.seed)
+    p.add_argument("--out", default="batchtwin-fidelity", metavar="DIR")
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = _check(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    c = CalibrationConfig(model=args.model, device=args.device, dtype=args.dtype,
+                          threads=args.threads, max_total_tokens=args.max_total_tokens, seed=args.seed)
+    spec = WorkloadSpec(args.num_requests, args.rate, args.prompt_median, args.output_median,
+                        seed=args.seed)
+    try:
+        cost = _cost_model(args.cost_model, c, out)
+        engine = open_engine(c, resolve_model(c.model, out), max_total_tokens=c.max_total_tokens,
+                             random_seed=c.seed)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    runs = run_fidelity(engine, cost, spec, args.runs)
+    write(out, runs, {"calibration": asdict(c), "workload": asdict(spec), "runs": args.runs,
+                      "cost_model": cost.to_dict()})
+    print((out / "report.md").read_text())
+    return 0
+
+
+def _check(args: argparse.Namespace) -> str | None:
+    if args.runs < 1 or args.threads < 1 or args.num_requests < 1:
+        return "--runs, --threads and --num-requests must be >= 1"
+    if not args.rate > 0:
+        return f"--rate must be > 0 requests/s, got {args.rate}"
+    if args.cost_model is not None and not Path(args.cost_model).is_file():
+        return f"cost model file {args.cost_model} does not exist (run `batchtwin calibrate`)"
+    return None
+
+
+def _cost_model(path: str | None, c: CalibrationConfig, out: Path) -> CalibratedCostModel:
+    if path is not None:
+        return CalibratedCostModel.load(path)
+    print("no --cost-model: calibrating first (batchtwin calibrate)")
+    result = calibrate(c, scratch=out)
+    calibrate_cmd.write(result, c, out / "calibration")
+    print(calibrate_cmd.summary_text(result, out / "calibration"))
+    return result.cost_model
+
+
+def write(out: Path, runs, config: dict) -> None:
+    import pandas as pd
+
+    med = medians(runs)
+    (out / "fidelity.json").write_text(json.dumps(
+        {"config": config, "medians": med, "runs": [r.errors for r in runs]}, indent=2))
+    pd.DataFrame(latency_table(runs)).to_csv(out / "latencies.csv", index=False)
+    pd.concat([r.replay.steps.assign(run=i) for i, r in enumerate(runs)]).to_csv(
+        out / "steps.csv", index=False)
+    plot_step_times(runs, out / "step_times.png")
+    plot_latencies(runs[0], out / "latencies.png")
+    (out / "report.md").write_text(report(med, runs, config))
+
+
+def report(med: dict[str, float], runs, config: dict) -> str:
+    w = config["workload"]
+    lines = [f"# Fidelity: simulator against the real executor ({len(runs)} runs, medians)", "",
+             f"Workload: {w['num_requests']} ShareGPT-like requests (prompt median "
+             f"{w['prompt_median']:.0f}, output median {w['output_median']:.0f}) at {w['rate']}/s "
+             f"(Poisson), {config['calibration']['dtype']}, {config['calibration']['threads']} threads.",
+             "", "| figure | median over runs | bar | met |", "|---|---|---|---|"]
+    for key, value in med.items():
+        bar = BARS.get(key)
+        met = "" if bar is None else ("yes" if value <= bar else "**no**")
+        lines.append(f"| {key} | {value:.3f} | {'' if bar is None else f'<= {bar:.2f}'} | {met} |")
+    lines += ["", "Per run and percentile (seconds):", "", "| run | metric | real | sim | error |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {r['run'] + 1} | {r['metric']} | {r['real_s']:.4f} | {r['sim_s']:.4f} | "
+              f"{r['error']:.1%} |" for r in latency_table(runs)]
+    lines += ["", "Plots: step_times.png (teacher forced), latencies.png (free running).", ""]
+    return "\n".join(lines)

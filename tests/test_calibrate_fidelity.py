@@ -1,0 +1,97 @@
+"""`batchtwin calibrate` and `batchtwin fidelity` on a tiny random model (fast, CPU)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments import calibrate_cmd
+from experiments.calibration import CalibrationConfig, calibrate
+from experiments.calibration_grid import ShapeGrid, scenarios
+from experiments.cli import main
+from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
+from sim.calibrated import CalibratedCostModel
+from sim.hardware import get_hardware
+
+SMALL = ShapeGrid(prefill_lens=(16, 96), prefix_lens=(64,), extend_len=16,
+                  decode=((1, 16), (4, 32), (8, 16)), decode_steps=4, mixed_batch_sizes=(2,),
+                  mixed_prompt_len=96)
+HELD = ShapeGrid(prefill_lens=(48,), prefix_lens=(32,), extend_len=8, decode=((2, 24),),
+                 decode_steps=3, mixed_batch_sizes=(3,), mixed_prompt_len=64)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    cfg = TinyModelConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
+                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                          max_position_embeddings=1024)
+    return str(write_tiny_checkpoint(tmp_path_factory.mktemp("tiny"), cfg))
+
+
+@pytest.fixture(scope="module")
+def calibrated(tiny, tmp_path_factory):
+    c = CalibrationConfig(model=tiny, dtype="float32", threads=1, repeats=1, chunk_size=32,
+                          max_total_tokens=4096, online_requests=6, online_rate=50.0,
+                          online_prompt_median=24, online_output_median=6,
+                          train_grid=SMALL, held_out_grid=HELD)
+    out = tmp_path_factory.mktemp("calibration")
+    result = calibrate(c, progress=lambda _: None)
+    calibrate_cmd.write(result, c, out)
+    return result, out
+
+
+def test_grid_scenarios_have_unique_request_ids_and_the_planned_shapes():
+    """Every scenario's requests are named uniquely; the prefix scenario reuses its prompt."""
+    scs = scenarios(SMALL, vocab_size=256, chunk_size=32, tag="t-")
+    rids = [r.rid for sc in scs for w in sc.workloads for r in w]
+    assert len(rids) == len(set(rids))
+    prefix = next(sc for sc in scs if sc.name.startswith("prefix"))
+    first, second = (w.requests[0].input_ids for w in prefix.workloads)
+    assert second[:len(first)] == first and len(second) == len(first) + SMALL.extend_len
+
+
+def test_calibration_measures_every_split_and_writes_loadable_files(calibrated):
+    """Steps of both grids are measured and priced; the cost model and the this-machine
+    hardware entry load back; the re-priced online trace re-schedules identically."""
+    result, out = calibrated
+    assert set(result.steps["split"]) == {"train", "held_out"}
+    assert {"EXTEND", "DECODE", "MIXED"} <= set(result.steps["forward_mode"])
+    assert (result.steps["measured_s"] > 0).all() and (result.steps["predicted_s"] > 0).all()
+    loaded = CalibratedCostModel.load(out / "cost_model.json")
+    assert loaded.coefficients == result.cost_model.coefficients
+    hw = get_hardware(str(out / "hardware.json"))
+    assert hw.key == "this-machine" and hw.mem_bw == result.rates.mem_bw
+    assert result.replay.agree_fraction == 1.0
+    figures = json.loads((out / "calibration.json").read_text())["figures"]
+    assert figures["steps_measured"] == len(result.steps)
+
+
+def test_fidelity_reports_every_figure_with_its_bar(calibrated, tiny, tmp_path):
+    """A one-run fidelity check writes the report, per-run figures and both plots; the real
+    trace re-schedules identically under teacher forcing."""
+    _, cal = calibrated
+    out = tmp_path / "fid"
+    code = main(["fidelity", "--model", tiny, "--cost-model", str(cal / "cost_model.json"),
+                 "--dtype", "float32", "--threads", "1", "--runs", "1", "--num-requests", "6",
+                 "--rate", "50", "--prompt-median", "24", "--output-median", "6",
+                 "--max-total-tokens", "4096", "--out", str(out)])
+    assert code == 0
+    data = json.loads((out / "fidelity.json").read_text())
+    assert data["medians"]["teacher_forced_agree_fraction"] == 1.0
+    for key in ("teacher_forced_median_ape", "teacher_forced_mape", "ttft_p90_error", "e2e_p50_error"):
+        assert data["medians"][key] >= 0
+    report = (out / "report.md").read_text()
+    assert "| teacher_forced_mape |" in report and "<= 0.10" in report
+    assert (out / "step_times.png").stat().st_size > 0 and (out / "latencies.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--cost-model", "/nonexistent/cost.json"], "does not exist"),
+    (["--rate", "0"], "--rate must be > 0"),
+    (["--runs", "0"], "must be >= 1"),
+])
+def test_fidelity_bad_input_is_one_clear_line(argv, message, capsys):
+    """Bad options exit 2 with a message naming the problem, before any model loads."""
+    assert main(["fidelity", *argv]) == 2
+    assert message in capsys.readouterr().err
