@@ -12,7 +12,16 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NamedTuple
 
-from experiments import explain_cmd, generate_cmd, prefix_reuse, replay_cmd, simulate_cmd
+from experiments import (
+    calibrate_cmd,
+    explain_cmd,
+    fidelity_cmd,
+    generate_cmd,
+    plan_cmd,
+    prefix_reuse,
+    replay_cmd,
+    simulate_cmd,
+)
 
 
 class Command(NamedTuple):
@@ -28,6 +37,9 @@ COMMANDS = (
     Command("simulate", simulate_cmd.HELP, simulate_cmd.configure, simulate_cmd.run),
     Command("replay", replay_cmd.HELP, replay_cmd.configure, replay_cmd.run),
     Command("explain", explain_cmd.HELP, explain_cmd.configure, explain_cmd.run),
+    Command("plan", plan_cmd.HELP, plan_cmd.configure, plan_cmd.run),
+    Command("calibrate", calibrate_cmd.HELP, calibrate_cmd.configure, calibrate_cmd.run),
+    Command("fidelity", fidelity_cmd.HELP, fidelity_cmd.configure, fidelity_cmd.run),
 )
 
 

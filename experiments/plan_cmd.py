@@ -1,0 +1,185 @@
+"""`batchtwin plan`: the largest request rate each configuration serves within the SLOs, and
+the configurations ranked by goodput per GPU (simulated; runs with no arguments).
+
+    batchtwin plan                                           # llama-3-8b on h100, defaults
+    batchtwin plan --model llama-3-70b --hardware h100,h200 --tp 4,8 \
+        --slo ttft_p90=2s,tpot_p90=100ms --max-running-requests 64,256,auto --out plan-70b
+
+Writes to `--out` (default ./batchtwin-plan/): report.md (Recommendation, Headroom, Limits,
+Sweep), PNG plots (TTFT/TPOT against rate, goodput against rate, KV usage and batch
+composition over time at the chosen rate), runs.csv (every run), sweep.csv (one row per
+configuration) and config.json (the exact configuration). Exit 0 when a configuration meets
+the SLOs, 3 when none does (the report says why), 1 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+from experiments.plan_grid import NONE_WORDS, Grid, check_candidates, parse_list
+from experiments.plan_slo import DEFAULT_SLO, format_rate
+
+HELP = "find the highest request rate within SLOs and rank configurations by goodput per GPU"
+EXIT_INFEASIBLE = 3
+MIN_REQUESTS = 10
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    from experiments.simulate_cmd import WORKLOADS
+
+    d = Grid()
+    m = p.add_argument_group("model and hardware (comma lists are swept)")
+    m.add_argument("--model", default="llama-3-8b", help="embedded key or config.json path")
+    m.add_argument("--hardware", default=",".join(d.hardware), help="catalogue keys or JSON paths")
+    m.add_argument("--tp", default=",".join(map(str, d.tp)), help="tensor-parallel degrees")
+    w = p.add_argument_group("workload")
+    w.add_argument("--workload", choices=WORKLOADS, default="sharegpt")
+    w.add_argument("--num-requests", type=int, default=1000, help="requests per run")
+    w.add_argument("--prompt-len", type=int, default=None, help="as `batchtwin simulate`")
+    w.add_argument("--output-len", type=int, default=None, help="as `batchtwin simulate`")
+    w.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1: Poisson)")
+    w.add_argument("--num-groups", type=int, default=8, help="shared-prefix: prompt groups")
+    w.add_argument("--system-prompt-len", type=int, default=2048,
+                   help="shared-prefix: system prompt tokens")
+    s = p.add_argument_group("objectives and search")
+    s.add_argument("--slo", default=DEFAULT_SLO,
+                   help="targets {ttft,tpot,itl,e2e}_{mean,p50,p90,p99}=VALUE[s|ms|us], comma "
+                        f"separated (default {DEFAULT_SLO})")
+    s.add_argument("--seeds", type=int, default=2, help="seeds per rate (all must pass)")
+    s.add_argument("--rate-tolerance", type=float, default=0.05,
+                   help="stop when the passing and failing rates are this close (relative)")
+    e = p.add_argument_group("engine knobs (comma lists are swept)")
+    for knob, value in (("chunked-prefill-size", "int list or off"),
+                        ("max-running-requests", "int list or auto"),
+                        ("page-size", "int list"), ("schedule-policy", "names")):
+        name = knob.replace("-", "_")
+        default = ",".join(NONE_WORDS[name] if v is None else str(v) for v in getattr(d, name))
+        e.add_argument(f"--{knob}", default=default, help=f"{value} (default {default})")
+    o = p.add_argument_group("output")
+    o.add_argument("--out", default="batchtwin-plan", metavar="DIR", help="output folder")
+    o.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="worker processes (default: every core; 1 runs serially)")
+    o.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        spec, grid = build_plan(args)
+        candidates = grid.candidates()
+        check_candidates(spec.model, candidates)
+        return execute(spec, grid, candidates, args)
+    except (ValueError, TypeError, NotImplementedError, OSError, RuntimeError) as e:
+        print(f"batchtwin plan: {e}", file=sys.stderr)
+        return 1
+
+
+def build_plan(args: argparse.Namespace):
+    """(PlanSpec, Grid) from the flags; ValueError naming the bad flag."""
+    from experiments.plan_point import PlanSpec, WorkloadSpec
+    from experiments.plan_slo import SLOTargets
+
+    if args.num_requests < MIN_REQUESTS:
+        raise ValueError(f"--num-requests must be at least {MIN_REQUESTS}, got {args.num_requests}")
+    workload = WorkloadSpec(args.workload, args.num_requests, args.prompt_len, args.output_len,
+                            args.burstiness, args.num_groups, args.system_prompt_len)
+    spec = PlanSpec(args.model, workload, SLOTargets.parse(args.slo),
+                    tuple(range(args.seeds)), args.rate_tolerance)
+    grid = Grid(parse_list(args.hardware, "--hardware", str),
+                parse_list(args.tp, "--tp", int),
+                parse_list(args.chunked_prefill_size, "--chunked-prefill-size", int, "off"),
+                parse_list(args.max_running_requests, "--max-running-requests", int, "auto"),
+                parse_list(args.page_size, "--page-size", int),
+                parse_list(args.schedule_policy, "--schedule-policy", str))
+    return spec, grid
+
+
+def execute(spec, grid: Grid, candidates, args: argparse.Namespace) -> int:
+    """Search, rank, run the curve of the best, write everything; the exit code."""
+    from tqdm import tqdm
+
+    from experiments.plan_pool import PointPool
+    from experiments.plan_search import curve_points, rank, search_rates
+
+    workload = spec.workload.build(1.0, spec.seeds[0], _vocab(spec.model))  # bad flags fail here
+    out = Path(args.out)
+    quiet = args.no_progress
+    with PointPool(spec, args.jobs) as pool:
+        with tqdm(desc=f"plan: search {len(candidates)} configs", unit="run",
+                  disable=quiet) as bar:
+            outcomes, runs = search_rates(spec, candidates, pool, bar)
+        ranked = rank(outcomes, spec.slo)
+        best = ranked[0]
+        curve = []
+        if best.feasible:
+            with tqdm(desc="plan: curve of the best", unit="run", disable=quiet) as bar:
+                curve = pool.run(curve_points(best, spec.seeds), bar)
+    out.mkdir(parents=True, exist_ok=True)
+    config = plan_config(spec, grid, args, workload.config)
+    write_outputs(out, spec, ranked, [*runs, *curve], [*best.at_rate, *curve], config)
+    print_result(spec, best, out)
+    return 0 if best.feasible else EXIT_INFEASIBLE
+
+
+def _vocab(model: str) -> int:
+    from sim.simulate import load_model
+
+    return load_model(model)[1].vocab_size
+
+
+def write_outputs(out: Path, spec, ranked, results, curve, config: dict) -> None:
+    """runs.csv (`results`), sweep.csv, plots (from `curve`, the best's runs around its
+    rate), config.json (`config` and the result) and report.md."""
+    from experiments.plan_report import render_report, runs_frame, sweep_frame
+
+    best = ranked[0]
+    runs_frame(results).to_csv(out / "runs.csv", index=False)
+    sweep_frame(ranked).to_csv(out / "sweep.csv", index=False)
+    plots, engine = [], None
+    if best.feasible:
+        plots, engine = draw(out, spec, best, runs_frame(curve))
+    config = {**config, "best": best.candidate.to_dict() if best.feasible else None,
+              "best_rate": best.rate, "best_engine_config": engine}
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    files = ["runs.csv", "sweep.csv", "config.json"]
+    (out / "report.md").write_text(render_report(spec, ranked, plots, files))
+
+
+def draw(out: Path, spec, best, curve):
+    """The plots; returns (file names, the best's effective engine config)."""
+    from experiments.plan_plots import write_plots
+    from experiments.plan_point import Point, simulate_point
+
+    run = simulate_point(spec, Point(best.candidate, best.rate, spec.seeds[0], "detail"))
+    title = f"{spec.model}, {best.candidate.label}, chosen rate {format_rate(best.rate)} req/s"
+    plots = write_plots(out, curve, run, spec.slo, best.rate, best.saturation, title)
+    return plots, run.trace.engine_config.to_dict()
+
+
+def plan_config(spec, grid: Grid, args, generator: dict) -> dict:
+    """The exact configuration: flags as given, what they resolved to, the generator's
+    parameters (rate and seed vary per run)."""
+    from experiments.plan_point import FLOOR_REQUESTS, PROBE_SCALE
+
+    generator = {k: v for k, v in generator.items() if k not in ("rate", "seed")}
+    return {"command": "plan", "model": spec.model, "slo": args.slo,
+            "objectives": [dataclasses.asdict(o) for o in spec.slo.objectives],
+            "workload": dataclasses.asdict(spec.workload), "workload_generator": generator,
+            "seeds": list(spec.seeds), "rate_tolerance": spec.rate_tolerance,
+            "min_rate_fraction": spec.min_rate_fraction, "probe_scale": PROBE_SCALE,
+            "floor_requests": FLOOR_REQUESTS, "jobs": args.jobs, "grid": grid.to_dict(),
+            "num_configurations": len(grid.candidates())}
+
+
+def print_result(spec, best, out: Path) -> None:
+    if best.feasible:
+        print(f"best: {best.candidate.label} at {format_rate(best.rate)} req/s, goodput "
+              f"{format_rate(best.goodput_per_gpu)} req/s per GPU ({best.limit.kind} binds)")
+    else:
+        print(f"batchtwin plan: no configuration meets {spec.slo}: {best.limit.reason}",
+              file=sys.stderr)
+    print(f"wrote {out}/report.md", file=sys.stderr)

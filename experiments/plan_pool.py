@@ -1,0 +1,48 @@
+"""Runs a plan's points on every local core (a process pool), or serially with `jobs=1`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+
+from tqdm import tqdm
+
+from experiments.plan_point import PlanSpec, Point, PointResult, run_point
+
+
+class PointPool:
+    """`with PointPool(spec, jobs) as pool: pool.run(points, bar)`; the worker processes live
+    for the whole `with` block, so later rounds pay no start-up."""
+
+    def __init__(self, spec: PlanSpec, jobs: int) -> None:
+        if jobs < 1:
+            raise ValueError(f"--jobs must be at least 1, got {jobs}")
+        self.spec, self.jobs = spec, jobs
+        self.executor: Executor | None = None
+
+    def __enter__(self) -> PointPool:
+        if self.jobs > 1:
+            self.executor = ProcessPoolExecutor(max_workers=self.jobs)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(cancel_futures=True)
+            self.executor = None
+
+    def run(self, points: Sequence[Point], bar: tqdm) -> list[PointResult]:
+        """Results in the order of `points`; `bar` grows by len(points) and ticks per run."""
+        bar.total = (bar.total or 0) + len(points)
+        bar.refresh()
+        if self.executor is None:
+            return [self._tick(bar, run_point(self.spec, p)) for p in points]
+        futures = {self.executor.submit(run_point, self.spec, p): i for i, p in enumerate(points)}
+        results: list[PointResult | None] = [None] * len(points)
+        for f in as_completed(futures):
+            results[futures[f]] = self._tick(bar, f.result())
+        return [r for r in results if r is not None]
+
+    @staticmethod
+    def _tick(bar: tqdm, result: PointResult) -> PointResult:
+        bar.update(1)
+        return result

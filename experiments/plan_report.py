@@ -1,0 +1,174 @@
+"""`report.md` of a `batchtwin plan`: Recommendation, Headroom, Limits, Sweep, Plots, Files.
+
+Values at the chosen rate are the worst over the seeds (largest latency, highest load).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from experiments.plan_grid import KNOBS, Candidate, show
+from experiments.plan_point import PlanSpec, PointResult
+from experiments.plan_search import Outcome
+from experiments.plan_slo import format_rate, format_seconds
+
+SECTIONS = ("Recommendation", "Headroom", "Limits", "Sweep")
+LOAD_ROWS = (("kv_used_peak", "KV slots in use, peak (with prefix cache)", "pct"),
+             ("kv_active_peak", "KV held by running requests, peak", "pct"),
+             ("num_retractions", "decode retractions", "int"),
+             ("busy", "engine busy", "pct"),
+             ("queue_mean", "waiting requests, mean", "f1"),
+             ("queue_max", "waiting requests, max", "int"),
+             ("decode_batch_mean", "decode batch, mean", "f1"),
+             ("decode_batch_max", "decode batch, max", "int"),
+             ("kv_blocked", "decode steps with requests waiting for KV", "pct"),
+             ("cap_blocked", "decode steps with requests waiting at max_running", "pct"))
+
+
+def render_report(spec: PlanSpec, ranked: Sequence[Outcome], plots: Sequence[str],
+                  files: Sequence[str]) -> str:
+    best = ranked[0]
+    parts = [_title(spec, len(ranked)), recommendation(spec, best), headroom(spec, best),
+             limits(best), sweep(ranked)]
+    if plots:
+        parts.append("## Plots\n\n" + "\n\n".join(f"![{p}]({p})" for p in plots))
+    parts.append("## Files\n\n" + "\n".join(f"- `{f}`" for f in files))
+    return "\n\n".join(parts) + "\n"
+
+
+def _title(spec: PlanSpec, n: int) -> str:
+    w = spec.workload
+    return (f"# batchtwin plan: {spec.model}, {w.workload} workload\n\n"
+            f"SLOs: {spec.slo}. {n} configuration(s). Each rate runs {w.num_requests} requests "
+            f"(burstiness {w.burstiness:g}) once per seed ({', '.join(map(str, spec.seeds))}); "
+            f"a rate passes when every seed meets every objective. Rates are found to within "
+            f"{spec.rate_tolerance:.0%} and never above the saturation throughput (the "
+            f"completion rate of a full engine, from a run with every request at t=0): a finite "
+            f"run above it can still meet the SLOs, a long one cannot. Goodput = rate x the "
+            f"fraction of requests meeting every per-request limit.")
+
+
+def recommendation(spec: PlanSpec, best: Outcome) -> str:
+    head = "## Recommendation\n\n"
+    if not best.feasible:
+        return head + ("**No configuration meets the SLOs**, even at the lowest rate tried "
+                       f"(1/{round(1 / spec.min_rate_fraction)} of its saturation throughput). "
+                       "Loosen the SLOs, shorten the workload's prompts or outputs, or try "
+                       "faster hardware or a higher TP degree; see Limits.")
+    rate = best.rate or 0.0
+    cap = " (capped at its saturation throughput; see Limits)" if best.capped else ""
+    return head + (f"**{best.candidate.label}** at **{format_rate(rate)} req/s**{cap}: goodput "
+                   f"{format_rate(best.goodput)} req/s, "
+                   f"**{format_rate(best.goodput_per_gpu)} req/s per GPU**.\n\n"
+                   f"Reproduce one run:\n\n```\n{simulate_command(spec, best.candidate, rate)}\n```")
+
+
+def simulate_command(spec: PlanSpec, c: Candidate, rate: float) -> str:
+    w, knobs, slo = spec.workload, c.engine_args(), spec.slo.per_request()
+    lines = [f"batchtwin simulate --model {spec.model} --hardware {c.hardware} --tp {c.tp}",
+             f"--workload {w.workload} --num-requests {w.num_requests} --rate {rate:.10g} "
+             f"--burstiness {w.burstiness:g} --seed {spec.seeds[0]}"]
+    lengths = [f"--{k.replace('_', '-')} {v}" for k, v in
+               (("prompt_len", w.prompt_len), ("output_len", w.output_len)) if v is not None]
+    if w.workload == "shared-prefix":
+        lengths.append(f"--num-groups {w.num_groups} --system-prompt-len {w.system_prompt_len}")
+    if lengths:
+        lines.append(" ".join(lengths))
+    chunk = knobs["chunked_prefill_size"]
+    lines.append(" ".join([f"--chunked-prefill-size {chunk if chunk is not None else -1}",
+                           *(f"--{k.replace('_', '-')} {knobs[k]}" for k in KNOBS[1:]
+                             if knobs[k] is not None)]))
+    lines.append(" ".join(f"--slo-{m} {getattr(slo, m):g}" for m in ("ttft", "tpot", "e2e")
+                          if getattr(slo, m) is not None))
+    return " \\\n    ".join(line for line in lines if line)
+
+
+def headroom(spec: PlanSpec, best: Outcome) -> str:
+    runs = best.at_rate if best.feasible else best.at_failed
+    rate = runs[0].point.rate
+    rows = []
+    for o in spec.slo.objectives:
+        value = max(r.metrics[o.key] for r in runs)
+        rows.append([o.key, format_seconds(o.limit), format_seconds(value),
+                     f"{1 - value / o.limit:+.0%}"])
+    text = (f"## Headroom\n\nWorst seed at {format_rate(rate)} req/s "
+            f"({best.candidate.label}):\n\n" + table(["objective", "limit", "value", "headroom"],
+                                                      rows))
+    if not best.feasible:
+        return text + "\n\nNegative headroom: the objective is missed by that much."
+    attain = min(r.metrics["attainment"] for r in best.at_rate)
+    text += f"\n\n{attain:.1%} of requests meet every per-request limit (worst seed). "
+    if best.failed_rate is not None:
+        miss = next(r for r in best.at_failed if not r.passed)
+        text += (f"The lowest rate that misses, {format_rate(best.failed_rate)} req/s "
+                 f"(+{best.failed_rate / rate - 1:.0%}): {'; '.join(miss.violations)}. ")
+    return text + (f"Saturation throughput: {format_rate(best.saturation)} req/s "
+                   f"({rate / best.saturation:.0%} of it in use).")
+
+
+def limits(best: Outcome) -> str:
+    text = (f"## Limits\n\n**{best.limit.kind}** binds ({best.candidate.label}): "
+            f"{best.limit.reason}.\n\n")
+    missing = "lowest rate missing the SLOs" if best.feasible else "lowest rate tried"
+    columns = [("chosen rate", best.at_rate), (missing, best.at_failed),
+               ("saturation probe", (best.probe,))]
+    columns = [(name, runs) for name, runs in columns if runs]
+    rates = [f"{name} ({format_rate(runs[0].point.rate)} req/s)" for name, runs in columns]
+    rows = [[label, *(_fmt(max(r.metrics[key] for r in runs), kind) for _, runs in columns)]
+            for key, label, kind in LOAD_ROWS]
+    capacity = best.probe.metrics
+    text += table(["load (worst seed)", *rates], rows)
+    return text + (f"\n\nKV capacity {capacity['kv_capacity']:.0f} tokens, max_running_requests "
+                   f"{capacity['max_running']:.0f} (effective). The Sweep table names the "
+                   f"binding limit of every configuration.")
+
+
+def sweep(ranked: Sequence[Outcome]) -> str:
+    header = ["rank", "hardware", "tp", *KNOBS, "max rate (req/s)", "goodput/GPU (req/s)",
+              "saturation (req/s)", "limit"]
+    rows = []
+    for i, o in enumerate(ranked, 1):
+        c = o.candidate
+        rate = "-" if o.rate is None else format_rate(o.rate) + (" (cap)" if o.capped else "")
+        rows.append([str(i) if o.feasible else "-", c.hardware, str(c.tp),
+                     *(show(c, k) for k in KNOBS), rate, format_rate(o.goodput_per_gpu),
+                     format_rate(o.saturation), o.limit.kind])
+    return "## Sweep\n\n" + table(header, rows)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def _fmt(value: float, kind: str) -> str:
+    if not math.isfinite(value):
+        return "-"
+    return {"pct": f"{value:.0%}", "int": f"{value:.0f}", "f1": f"{value:.1f}"}[kind]
+
+
+def runs_frame(results: Sequence[PointResult]) -> Any:
+    """One row per run (PointResult.row); None knobs stay empty, the others integers."""
+    import pandas as pd
+
+    return integer_knobs(pd.DataFrame([r.row() for r in results]))
+
+
+def sweep_frame(ranked: Sequence[Outcome]) -> Any:
+    """One row per configuration, best first."""
+    import pandas as pd
+
+    return integer_knobs(pd.DataFrame([
+        {**o.candidate.to_dict(), "feasible": o.feasible, "max_rate": o.rate,
+         "capped_at_saturation": o.capped, "goodput": o.goodput,
+         "goodput_per_gpu": o.goodput_per_gpu, "saturation": o.saturation,
+         "first_failed_rate": o.failed_rate, "limit": o.limit.kind,
+         "limit_reason": o.limit.reason} for o in ranked]))
+
+
+def integer_knobs(frame: Any) -> Any:
+    for k in ("chunked_prefill_size", "max_running_requests", "page_size"):
+        frame[k] = frame[k].astype("Int64")
+    return frame

@@ -1,0 +1,140 @@
+"""`batchtwin plan`: a reduced plan writes its report and plots; the rate search, SLO parsing
+and grid; bad input and impossible SLOs give one-line messages."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from experiments.cli import main
+from experiments.plan_cmd import EXIT_INFEASIBLE
+from experiments.plan_grid import Grid, parse_list
+from experiments.plan_report import SECTIONS
+from experiments.plan_search import RateSearch
+from experiments.plan_slo import SLOTargets
+
+SMALL = ["plan", "--model", "smollm2-135m", "--workload", "synthetic", "--prompt-len", "64",
+         "--output-len", "16", "--num-requests", "40", "--seeds", "1", "--rate-tolerance", "0.2",
+         "--chunked-prefill-size", "512", "--max-running-requests", "8,auto", "--jobs", "1",
+         "--no-progress"]
+PLOTS = ("latency_vs_rate.png", "goodput_vs_rate.png", "kv_usage.png", "batch_composition.png")
+
+
+def test_reduced_plan_writes_report_sections_plots_csv_and_config(tmp_path, capsys):
+    """A small plan exits 0 and writes report.md (four sections), the PNGs, runs/sweep CSVs
+    and config.json."""
+    out = tmp_path / "plan"
+    assert main([*SMALL, "--slo", "ttft_p90=50ms,tpot_p90=2ms", "--out", str(out)]) == 0
+    assert "best: " in capsys.readouterr().out
+    report = (out / "report.md").read_text()
+    for section in SECTIONS:
+        assert f"\n## {section}\n" in report
+    for png in PLOTS:
+        assert (out / png).stat().st_size > 0 and f"]({png})" in report
+    runs = pd.read_csv(out / "runs.csv")
+    assert {"probe", "search", "curve"} <= set(runs["phase"])
+    assert len(pd.read_csv(out / "sweep.csv")) == 2
+    config = json.loads((out / "config.json").read_text())
+    assert config["model"] == "smollm2-135m" and config["best_engine_config"]["page_size"] == 1
+
+
+def test_impossible_slo_exits_nonzero_with_one_line_and_a_report(tmp_path, capsys):
+    """An SLO no rate can meet: exit 3, one line on stderr, and a report saying so."""
+    out = tmp_path / "plan"
+    assert main([*SMALL, "--slo", "tpot_p90=1us", "--out", str(out)]) == EXIT_INFEASIBLE
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "wrote" not in ln]
+    assert len(err) == 1 and err[0].startswith("batchtwin plan: no configuration meets")
+    assert "**No configuration meets the SLOs**" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (["--model", "gpt-9"], "known keys: "),
+    (["--hardware", "h100,tpu9"], "unknown hardware 'tpu9'"),
+    (["--schedule-policy", "fcfs,nope"], "unknown policy 'nope'"),
+    (["--tp", "2"], "does not divide"),
+    (["--max-running-requests", "many"], "--max-running-requests: bad value 'many'"),
+    (["--slo", "ttft=2s"], "names no statistic"),
+    (["--slo", "ttft_p95=2s"], "unknown statistic 'p95'"),
+    (["--slo", "foo_p90=2s"], "unknown metric 'foo'"),
+    (["--slo", "ttft_p90=2x"], "bad value '2x'"),
+    (["--slo", "ttft_p90=0ms"], "can never be met"),
+    (["--slo", "ttft_p90"], "expected NAME=VALUE"),
+    (["--prompt-len", "9000"], "context length"),
+])
+def test_bad_input_is_one_line_on_stderr(args, match, tmp_path, capsys):
+    """Unknown names and malformed values exit 1 with a one-line message, no traceback."""
+    assert main([*SMALL, "--out", str(tmp_path / "plan"), *args]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("batchtwin plan: ") and match in err
+    assert "\n" not in err and "Traceback" not in err
+
+
+def _search(threshold: float, saturation: float = 100.0) -> RateSearch:
+    """Run a RateSearch against an oracle passing exactly the rates <= threshold."""
+    s = RateSearch(saturation, tolerance=0.05, min_fraction=1 / 16)
+    while (step := s.next_point()) is not None:
+        rate, phase = step
+        s.record(rate, phase, rate <= threshold)
+    return s
+
+
+@pytest.mark.parametrize("threshold", [7.0, 33.3, 49.9, 50.1, 99.0])
+def test_rate_search_brackets_the_threshold_within_tolerance(threshold):
+    """The highest passing rate is at most the threshold and within 5% of the lowest failing."""
+    s = _search(threshold)
+    assert s.passed is not None and s.failed is not None
+    assert s.passed <= threshold < s.failed <= s.passed * 1.05
+
+
+def test_rate_search_stops_at_saturation_when_it_passes():
+    """A configuration meeting the SLOs at its saturation throughput is capped there."""
+    s = _search(math.inf)
+    assert (s.passed, s.failed) == (100.0, None)
+
+
+def test_rate_search_gives_up_when_the_floor_run_misses():
+    """Missing at saturation and at the floor rate ends the search with nothing passing."""
+    s = _search(1.0)
+    assert s.passed is None and s.floor is False and s.next_point() is None
+
+
+def test_slo_parses_units_and_reports_violations():
+    """Units s/ms/us convert to seconds; a statistic above its limit (or NaN) is a violation."""
+    slo = SLOTargets.parse("ttft_p90=2s, tpot_p90=100ms,e2e_mean=1500us")
+    assert [o.limit for o in slo.objectives] == pytest.approx([2.0, 0.1, 0.0015])
+    missed = slo.violations({"ttft_p90": 2.5, "tpot_p90": 0.05, "e2e_mean": math.nan})
+    assert [v.objective.key for v in missed] == ["ttft_p90", "e2e_mean"]
+    assert slo.per_request().tpot == pytest.approx(0.1)
+
+
+def test_grid_expands_every_combination_with_auto_and_off():
+    """Comma lists become every combination; `auto`/`off` mean None (engine default/no chunking)."""
+    chunks = parse_list("2048,off,2048", "--chunked-prefill-size", int, "off")
+    assert chunks == (2048, None)
+    grid = Grid(hardware=("h100", "h200"), tp=(1, 2), chunked_prefill_size=chunks,
+                max_running_requests=(None,))
+    candidates = grid.candidates()
+    assert len(candidates) == 8 and len(set(candidates)) == 8
+    assert candidates[1].engine_args()["chunked_prefill_size"] is None
+
+
+def test_process_pool_returns_the_serial_results_in_order():
+    """Two worker processes give the same results, in submission order, as a serial run."""
+    from tqdm import tqdm
+
+    from experiments.plan_grid import Candidate
+    from experiments.plan_point import PlanSpec, Point, WorkloadSpec
+    from experiments.plan_pool import PointPool
+
+    spec = PlanSpec("smollm2-135m", WorkloadSpec("synthetic", 12, 32, 4),
+                    SLOTargets.parse("ttft_p90=1s"), seeds=(0,))
+    c = Candidate("h100", 1, 512, None, 1, "fcfs")
+    points = [Point(c, rate, 0, "search") for rate in (400.0, 50.0, 100.0)]
+    with tqdm(disable=True) as bar:
+        with PointPool(spec, 1) as pool:
+            serial = pool.run(points, bar)
+        with PointPool(spec, 2) as pool:
+            parallel = pool.run(points, bar)
+    assert [r.point for r in parallel] == points
+    assert [r.metrics for r in parallel] == [r.metrics for r in serial]
