@@ -7,12 +7,13 @@
 2. greedy requests (`top_k == 1`) take the argmax of the adjusted logits;
 3. every other request: `logits / temperature`, softmax, the pytorch-fallback joint filter
    (top-k, top-p on the cumulative sum taken before masking, min-p relative to the max
-   probability), then a seeded Gumbel-max draw over the tokens that survive.
+   probability), then a seeded inverse-CDF draw over the tokens that survive.
 
-Sampling is always seeded and never touches a global RNG: the Gumbel noise for request i and
-token j is a pure function of `(seeds[i], positions[i], j)`, an integer hash computed with int64
-ops on `logits.device`. A request therefore gets the same token whatever else is in its batch
-and in whatever order. `positions[i]` must be the position of the last token fed for request i
+Sampling is always seeded and never touches a global RNG: request i draws one uniform
+u = hash(seeds[i], positions[i]) (an integer hash computed with int64 ops on
+`logits.device`) and takes the first token whose cumulative kept probability exceeds u times
+the kept total. Each row's cumulative sum is its own, so a request gets the same token
+whatever else is in its batch and in whatever order. `positions[i]` must be the position of the last token fed for request i
 (`seq_lens - 1`, as SGLang's ModelRunner passes it), so successive steps of one request draw
 different noise. Requests without a `sampling_seed` get seed 42 from the ForwardBatch, so
 unseeded runs are reproducible too.
@@ -78,10 +79,9 @@ def sample(
     ids = torch.argmax(logits, dim=-1)  # [B] int64
     if not all(p.is_greedy for p in params):
         keep = (joint_filter(torch.softmax(scaled, dim=-1), params)
-                if _needs_filter(params, logits.shape[1])
-                else torch.ones_like(logits, dtype=torch.bool))  # [B, V]
-        noise = gumbel_noise(_as_i64(seeds, device), _as_i64(positions, device), logits.shape[1])
-        drawn = gumbel_argmax(logprobs, keep, noise)  # [B]
+                if _needs_filter(params, logits.shape[1]) else None)  # [B, V] or None: all
+        u = hash_uniform(_as_i64(seeds, device), _as_i64(positions, device), 1)[:, 0]  # [B]
+        drawn = inverse_cdf_draw(logprobs, keep, u)  # [B]
         ids = torch.where(greedy, ids, drawn)
     logprobs = logprobs.clamp(min=torch.finfo(torch.float32).min)
     chosen = logprobs.gather(1, ids[:, None])[:, 0]  # [B]
@@ -110,22 +110,27 @@ def joint_filter(probs: torch.Tensor, params: Sequence[SamplingParams]) -> torch
     return torch.empty_like(drop).scatter_(1, order, ~drop)
 
 
-def gumbel_argmax(logprobs: torch.Tensor, keep: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-    """argmax over kept tokens of logprob + Gumbel noise: one draw from the renormalised
-    filtered distribution [B]. Dropped and zero-probability (-inf) tokens can never win."""
-    score = logprobs.to(torch.float64) + noise  # [B, V] float64; -inf stays -inf
-    return score.masked_fill(~keep | torch.isneginf(logprobs), float("-inf")).argmax(dim=-1)
-
-
-def gumbel_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Standard Gumbel noise [B, V] float64, a pure function of (seed_i, position_i, token j)."""
-    return -torch.log(-torch.log(hash_uniform(seeds, positions, vocab_size)))
+def inverse_cdf_draw(logprobs: torch.Tensor, keep: torch.Tensor | None, u: torch.Tensor) -> torch.Tensor:
+    """One draw per row from the kept tokens' renormalised distribution: the first token whose
+    cumulative probability exceeds u * total [B]. logprobs [B, V], keep [B, V] bool (None:
+    all), u [B] in (0, 1). Dropped and zero-probability tokens have empty intervals."""
+    probs = logprobs.exp()                                              # [B, V] float32
+    if keep is not None:
+        probs = probs.masked_fill(~keep, 0.0)
+    cdf = probs.cumsum(dim=-1)                                          # [B, V]
+    target = (u.to(cdf.dtype) * cdf[:, -1])[:, None]                    # [B, 1]
+    ids = torch.searchsorted(cdf, target, right=True)[:, 0].clamp(max=probs.shape[1] - 1)  # [B]
+    empty = probs.gather(1, ids[:, None])[:, 0] == 0                    # [B]
+    if bool(empty.any()):  # NOTE: rounding put target at the total: take the last token with mass
+        last = probs.shape[1] - 1 - (probs > 0).flip(-1).to(torch.int8).argmax(dim=-1)
+        ids = torch.where(empty, last, ids)
+    return ids
 
 
 def hash_uniform(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """u[i, j] = (murmur3-fmix32 hash of (seed_i, position_i, j) + 0.5) / 2^32, float64 [B, V].
 
-    NOTE: strictly inside (0, 1) (from 2^-33 to 1 - 2^-33), so -log(-log(u)) is finite.
+    NOTE: strictly inside (0, 1) (from 2^-33 to 1 - 2^-33).
     """
     seed_lo, seed_hi = seeds & MASK32, (seeds >> 32) & MASK32  # [B] each, in [0, 2^32)
     key = fmix32(fmix32(seed_lo) ^ seed_hi ^ SEED_HI_SALT)  # [B]

@@ -7,7 +7,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from exec.penalties import adjust_logits
-from exec.sampler import fmix32, gumbel_argmax, hash_uniform, joint_filter, sample
+from exec.sampler import fmix32, hash_uniform, inverse_cdf_draw, joint_filter, sample
 from shared.sampling_params import TOP_K_ALL, SamplingParams
 
 P = SamplingParams
@@ -210,7 +210,7 @@ def test_different_seeds_give_different_tokens():
 
 
 def test_uniforms_stay_strictly_inside_unit_interval_for_extreme_seeds():
-    """u in (0, 1) and finite Gumbel noise for extreme int64 seeds and positions."""
+    """u in (0, 1) for extreme int64 seeds and positions."""
     seeds = torch.tensor(EXTREME_SEEDS)
     positions = torch.tensor([0, 1, (1 << 31) - 1, 1 << 31, 1 << 40, 5, 0, 7])
     u = hash_uniform(seeds, positions, 4096)
@@ -218,14 +218,15 @@ def test_uniforms_stay_strictly_inside_unit_interval_for_extreme_seeds():
 
 
 def test_masked_tokens_are_never_sampled_even_with_adversarial_seeds():
-    """-inf and filtered-out tokens never win, even against the largest possible noise."""
+    """-inf and filtered-out tokens are never drawn, even for uniforms at the ends of (0, 1)."""
     logits = torch.full((len(EXTREME_SEEDS), 64), float("-inf"))
     logits[:, ::7] = torch.linspace(-30, 0, 10)
     out = run(logits, [P(temperature=2.0)] * len(EXTREME_SEEDS), seeds=EXTREME_SEEDS)
     assert (out.next_token_ids % 7 == 0).all()
-    logprobs = torch.tensor([[0.0, -50.0, float("-inf")]]).double()
-    keep = torch.tensor([[False, True, True]])
-    assert gumbel_argmax(logprobs, keep, torch.tensor([[0.0, 0.0, float("inf")]])).tolist() == [1]
+    logprobs = torch.tensor([[float("-inf"), 0.0, -50.0, float("-inf")]] * 3)
+    keep = torch.tensor([[True, False, True, True]] * 3)
+    u = torch.tensor([2.0**-33, 0.5, 1 - 2.0**-33], dtype=torch.float64)
+    assert inverse_cdf_draw(logprobs, keep, u).tolist() == [2, 2, 2]
 
 
 def test_mixed_greedy_and_sampled_batch_matches_each_request_alone():
