@@ -13,6 +13,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from shared.attention_layout import attention_groups
+
 
 @dataclass(frozen=True)
 class AttentionGroup:
@@ -47,8 +49,9 @@ class AttentionMetadata:
 
     NOTE: one padded block costs B * L_max * S_max; a batch mixing one-token rows (decodes)
     with long extends would pad every decode to the longest extend. So requests are grouped
-    by extend length, ceil(log2(extend_len)) (decodes alone, then 2, 3-4, 5-8, ... tokens),
-    and each group is padded on its own: padding at most doubles a query block."""
+    by extend length (`shared.attention_layout.attention_groups`: decodes alone, then 2,
+    3-4, 5-8, ... tokens), and each group is padded on its own: padding at most doubles a
+    query block. The calibrated cost model prices exactly this layout."""
 
     groups: tuple[AttentionGroup, ...]
 
@@ -60,13 +63,11 @@ class AttentionMetadata:
         keys = np.arange(int(seq.max()))
         table = req_to_token[np.asarray(req_pool_indices)[:, None], keys[None, :]]   # [B, S]
         start = np.cumsum(ext) - ext
-        bucket = np.ceil(np.log2(ext)).astype(np.int64)                              # [B]
-        kinds = np.unique(bucket)
-        if len(kinds) == 1:
+        groups = attention_groups(ext)
+        if len(groups) == 1:
             return cls((AttentionGroup.build(table, seq, pre, ext, start, device, whole=True),))
-        members = (np.flatnonzero(bucket == k) for k in kinds)
         return cls(tuple(AttentionGroup.build(table[i], seq[i], pre[i], ext[i], start[i], device,
-                                              whole=False) for i in members))
+                                              whole=False) for i in groups))
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

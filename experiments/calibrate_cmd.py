@@ -40,6 +40,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=os.cpu_count() or d.threads,
                    help="torch threads (fixed for the whole run; default: all cores)")
     p.add_argument("--repeats", type=int, default=d.repeats, help="passes over the shape grids")
+    p.add_argument("--temperature", type=float, default=d.temperature,
+                   help="sampling temperature of the measured requests (0: greedy); calibrate "
+                        "at the temperature you serve")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--out", default="batchtwin-calibration", metavar="DIR")
 
@@ -49,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         print("error: --threads and --repeats must be >= 1", file=sys.stderr)
         return 2
     c = CalibrationConfig(model=args.model, device=args.device, dtype=args.dtype,
-                          threads=args.threads, repeats=args.repeats, seed=args.seed)
+                          threads=args.threads, repeats=args.repeats, seed=args.seed,
+                          temperature=args.temperature)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:

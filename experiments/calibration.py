@@ -20,6 +20,7 @@ import torch
 from experiments.calibration_grid import HELD_OUT_GRID, TRAIN_GRID, Scenario, ShapeGrid, scenarios
 from experiments.machine_probe import MachineRates, measure_machine
 from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
+from shared.sampling_params import SamplingParams
 from shared.workload import Workload
 from sim.batch_shape import BatchShape
 from sim.calibrated import FEATURES, CalibratedCostModel, shape_features
@@ -46,6 +47,7 @@ class CalibrationConfig:
     online_prompt_median: float = 128.0
     online_output_median: float = 32.0
     seed: int = 0
+    temperature: float = 1.0        # sampling temperature of every measured request (0: greedy)
     train_grid: ShapeGrid = TRAIN_GRID
     held_out_grid: ShapeGrid = HELD_OUT_GRID
 
@@ -93,13 +95,15 @@ def calibrate(c: CalibrationConfig, scratch: Path | None = None, progress=print)
         vocab = engine.model_info.vocab_size
         progress("measuring this machine's bandwidth and matmul FLOP/s")
         rates = measure_machine(c.device)
-        serve(engine, scenarios(c.train_grid, vocab, c.chunk_size, c.seed, "warmup-")[:4])
+        serve(engine, scenarios(c.train_grid, vocab, c.chunk_size, c.seed, "warmup-",
+                                c.temperature)[:4])
         rows = []
         for r in range(c.repeats):
             progress(f"pass {r + 1}/{c.repeats} over the shape grids")
-            for split, grid in (("train", c.train_grid), ("held_out", c.held_out_grid)):
-                for sc, rec in serve(engine, scenarios(grid, vocab, c.chunk_size,
-                                                      c.seed + 1 + r, f"{split}{r}-")):
+            for k, (split, grid) in enumerate((("train", c.train_grid), ("held_out", c.held_out_grid))):
+                seed = c.seed + 1 + 2 * r + k  # NOTE: fresh tokens per pass and split: no cache hits
+                for sc, rec in serve(engine, scenarios(grid, vocab, c.chunk_size, seed, f"{split}{r}-",
+                                                      c.temperature)):
                     rows.append((sc, split, rec))
         fitted = fit(rows, f"batchtwin calibrate: {Path(model).name}, {c.device}, {c.dtype}, "
                            f"{c.threads} threads")
@@ -123,6 +127,8 @@ def online_trace(engine: Engine, c: CalibrationConfig, vocab: int):
     w = Workload.sharegpt_like(c.online_requests, vocab_size=vocab, seed=c.seed, rate=c.online_rate,
                                prompt_median=c.online_prompt_median,
                                output_median=c.online_output_median, sigma=0.6, max_len=1024,
+                               sampling_params=SamplingParams(temperature=c.temperature,
+                                                              ignore_eos=True),
                                name="calibrate-online")
     return engine.run(w).trace
 

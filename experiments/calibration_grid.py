@@ -7,11 +7,15 @@ Each `Scenario` is one or more workloads served one after another on the same En
 - prefix P+E: a P-token prompt, then the same P tokens plus E new ones (an extend whose
   first P tokens come from the radix cache);
 - decode B x K: B prompts of K tokens at once, then `decode_steps` decodes at batch B;
+- ragged K1,K2,...: prompts of different lengths at once (padded attention: short rows
+  read as many keys as the longest);
 - mixed B + L: B short requests, and an L-token prompt arriving while they decode (with
   `enable_mixed_chunk` its chunks carry the B decodes: MIXED batches).
 
 Token ids are drawn from one seeded generator; every scenario gets fresh ids, so nothing
 but the prefix scenario hits the cache. Request ids are unique per scenario and repeat.
+Every request samples at `temperature` (seed = the engine's): the cost of sampling a row is
+part of what the fit prices, so calibrate at the temperature you will serve (0: greedy).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class ShapeGrid:
     extend_len: int
     decode: tuple[tuple[int, int], ...]  # (batch size, prompt length) of decoding requests
     decode_steps: int
+    ragged: tuple[tuple[int, ...], ...]  # prompt lengths of decoding requests of mixed lengths
     mixed_batch_sizes: tuple[int, ...]  # decodes running beside a chunked prefill
     mixed_prompt_len: int
 
@@ -43,10 +48,14 @@ TRAIN_GRID = ShapeGrid(prefill_lens=(16, 64, 256, 512, 1024), prefix_lens=(256, 
                        extend_len=64,
                        decode=((1, 64), (1, 1024), (2, 128), (4, 64), (4, 512), (8, 256),
                                (16, 64), (16, 256), (32, 64), (32, 128)),
-                       decode_steps=8, mixed_batch_sizes=(4, 16), mixed_prompt_len=1024)
+                       decode_steps=8,
+                       ragged=((32, 64, 128, 256, 512, 1024), (16,) * 7 + (768,),
+                               tuple(range(64, 448, 32))),
+                       mixed_batch_sizes=(4, 16), mixed_prompt_len=1024)
 HELD_OUT_GRID = ShapeGrid(prefill_lens=(48, 384, 768), prefix_lens=(512,), extend_len=128,
                           decode=((1, 512), (3, 96), (6, 384), (12, 128), (24, 96)),
-                          decode_steps=6, mixed_batch_sizes=(8,), mixed_prompt_len=768)
+                          decode_steps=6, ragged=((48, 200, 700), (24,) * 10 + (512, 1000)),
+                          mixed_batch_sizes=(8,), mixed_prompt_len=768)
 
 
 class Scenario(NamedTuple):
@@ -55,13 +64,15 @@ class Scenario(NamedTuple):
 
 
 def scenarios(grid: ShapeGrid, vocab_size: int, chunk_size: int, seed: int = 0,
-              tag: str = "") -> list[Scenario]:
+              tag: str = "", temperature: float = 1.0) -> list[Scenario]:
     """Every scenario of `grid`, request ids prefixed with `tag` (unique per repeat)."""
-    b = _Builder(np.random.default_rng(seed), vocab_size, tag)
+    b = _Builder(np.random.default_rng(seed), vocab_size, tag, temperature)
     out = [b.one(f"prefill-{n}", [(0.0, b.tokens(n), 2)]) for n in grid.prefill_lens]
     out += [b.prefix(p, grid.extend_len) for p in grid.prefix_lens]
     out += [b.one(f"decode-{bs}x{k}", [(0.0, b.tokens(k), grid.decode_steps + 1) for _ in range(bs)])
             for bs, k in grid.decode]
+    out += [b.one(f"ragged-{min(ks)}..{max(ks)}x{len(ks)}",
+                  [(0.0, b.tokens(k), grid.decode_steps + 1) for k in ks]) for ks in grid.ragged]
     chunks = -(-grid.mixed_prompt_len // chunk_size)
     out += [b.one(f"mixed-{bs}+{grid.mixed_prompt_len}",
                   [(0.0, b.tokens(MIXED_SHORT_PROMPT), chunks + 3) for _ in range(bs)]
@@ -71,8 +82,9 @@ def scenarios(grid: ShapeGrid, vocab_size: int, chunk_size: int, seed: int = 0,
 
 
 class _Builder:
-    def __init__(self, rng: np.random.Generator, vocab_size: int, tag: str) -> None:
-        self.rng, self.vocab_size, self.tag = rng, vocab_size, tag
+    def __init__(self, rng: np.random.Generator, vocab_size: int, tag: str,
+                 temperature: float) -> None:
+        self.rng, self.vocab_size, self.tag, self.temperature = rng, vocab_size, tag, temperature
 
     def tokens(self, n: int) -> tuple[int, ...]:
         return tuple(self.rng.integers(0, self.vocab_size, n).tolist())
@@ -89,5 +101,6 @@ class _Builder:
     def workload(self, name: str, reqs: list[tuple[float, tuple[int, ...], int]]) -> Workload:
         return Workload(tuple(
             WorkloadRequest(f"{self.tag}{name}-{i}", t, ids,
-                            SamplingParams(max_new_tokens=n, temperature=0.0, ignore_eos=True))
+                            SamplingParams(max_new_tokens=n, temperature=self.temperature,
+                                           ignore_eos=True))
             for i, (t, ids, n) in enumerate(reqs)), name=name)

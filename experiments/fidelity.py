@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from shared.run_result import RunResult
+from shared.sampling_params import SamplingParams
 from shared.scheduler import Scheduler
 from shared.trace import Trace
 from shared.workload import Workload
@@ -50,12 +51,15 @@ class WorkloadSpec:
     sigma: float = 0.6
     max_len: int = 1024
     seed: int = 0
+    temperature: float = 1.0     # sampled, as calibrated (CalibrationConfig.temperature)
 
     def build(self, vocab_size: int) -> Workload:
         return Workload.sharegpt_like(self.num_requests, vocab_size=vocab_size, seed=self.seed,
                                    rate=self.rate, prompt_median=self.prompt_median,
                                    output_median=self.output_median, sigma=self.sigma,
-                                   max_len=self.max_len, name="fidelity")
+                                   max_len=self.max_len, name="fidelity",
+                                   sampling_params=SamplingParams(temperature=self.temperature,
+                                                                  ignore_eos=True))
 
 
 class RunFidelity(NamedTuple):
@@ -84,7 +88,7 @@ def warm_up(engine: Engine) -> None:
     rng = np.random.default_rng(1234)
     prompts = [rng.integers(0, engine.model_info.vocab_size, WARMUP_PROMPT_LEN).tolist()
                for _ in range(WARMUP_REQUESTS)]
-    engine.generate(prompts, {"max_new_tokens": 8, "ignore_eos": True, "temperature": 0.0})
+    engine.generate(prompts, {"max_new_tokens": 8, "ignore_eos": True})
 
 
 def compare(real: RunResult, cost_model: CostModel) -> RunFidelity:

@@ -45,6 +45,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-median", type=float, default=w.prompt_median)
     p.add_argument("--output-median", type=float, default=w.output_median)
     p.add_argument("--max-total-tokens", type=int, default=CalibrationConfig.max_total_tokens)
+    p.add_argument("--temperature", type=float, default=w.temperature,
+                   help="sampling temperature of the workload and of the calibration (0: greedy)")
     p.add_argument("--seed", type=int, default=w.seed)
     p.add_argument("--out", default="batchtwin-fidelity", metavar="DIR")
 
@@ -57,9 +59,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     c = CalibrationConfig(model=args.model, device=args.device, dtype=args.dtype,
-                          threads=args.threads, max_total_tokens=args.max_total_tokens, seed=args.seed)
+                          threads=args.threads, max_total_tokens=args.max_total_tokens,
+                          seed=args.seed, temperature=args.temperature)
     spec = WorkloadSpec(args.num_requests, args.rate, args.prompt_median, args.output_median,
-                        seed=args.seed)
+                        seed=args.seed, temperature=args.temperature)
     try:
         cost = _cost_model(args.cost_model, c, out)
         engine = open_engine(c, resolve_model(c.model, out), max_total_tokens=c.max_total_tokens,

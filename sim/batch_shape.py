@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from shared.attention_layout import PaddedAttentionWork, padded_attention_work
 from shared.forward_mode import ForwardMode
 
 if TYPE_CHECKING:
@@ -146,6 +147,14 @@ class BatchShape:
     def attention_pairs(self) -> int:
         """Causal query-key pairs scored (per head and layer), padding included."""
         return self._totals.attention_pairs + self.padding_rows
+
+    @property
+    def padded_attention(self) -> PaddedAttentionWork:
+        """Keys gathered and pairs scored by a dense padded attention layout
+        (`shared.attention_layout`, exec's torch executor), padding rows as 1-key decodes."""
+        work = padded_attention_work(np.asarray(self.seq_lens), np.asarray(self.extend_lens))
+        return PaddedAttentionWork(work.gathered_keys + self.padding_rows,
+                                   work.padded_pairs + self.padding_rows)
 
     @property
     def padded_lm_head_rows(self) -> int:

@@ -3,8 +3,9 @@ batch shape, fitted to step durations a real executor measured (teacher forcing:
 recorded batches, re-priced).
 
 Features (FEATURES), each per step: a constant; token rows through the layers; decode rows
-(1-token requests and padding); KV tokens attention reads; causal query-key pairs; LM-head
-rows. Coefficients are seconds per unit, fitted by non-negative least squares on relative
+(1-token requests and padding); the KV rows and the query-key pairs of attention as a dense
+padded layout computes them (`BatchShape.padded_attention`: what exec's torch executor does;
+for a varlen kernel they are the sums of the real lengths, within 2x); LM-head rows. Coefficients are seconds per unit, fitted by non-negative least squares on relative
 error (each step's residual divided by its duration, so short decode steps count as much as
 long prefills). Saved as JSON with the feature names, the source and the fit's MAPE.
 
@@ -31,18 +32,21 @@ from sim.cost_model import CostModel, StepCost
 if TYPE_CHECKING:
     from shared.step_record import StepRecord
 
-FORMAT = "batchtwin-calibrated-cost/1"
-FEATURES = ("constant", "tokens", "decode_rows", "kv_tokens", "attention_pairs", "lm_head_rows")
+FORMAT = "batchtwin-calibrated-cost/2"
+FEATURES = ("constant", "tokens", "decode_rows", "gathered_kv_tokens", "padded_attention_pairs",
+            "lm_head_rows")
 FEATURE_PARTS = MappingProxyType({
     "constant": "overhead", "tokens": "linear", "decode_rows": "overhead",
-    "kv_tokens": "attention", "attention_pairs": "attention", "lm_head_rows": "lm_head",
+    "gathered_kv_tokens": "attention", "padded_attention_pairs": "attention",
+    "lm_head_rows": "lm_head",
 })
 
 
 def shape_features(shape: BatchShape) -> np.ndarray:
     """[len(FEATURES)] float64 feature values of one step (padding rows included)."""
-    return np.array([1.0, shape.rows, shape.decode_rows, shape.kv_tokens,
-                     shape.attention_pairs, shape.padded_lm_head_rows], dtype=np.float64)
+    attention = shape.padded_attention
+    return np.array([1.0, shape.rows, shape.decode_rows, attention.gathered_keys,
+                     attention.padded_pairs, shape.padded_lm_head_rows], dtype=np.float64)
 
 
 def nnls(a: np.ndarray, b: np.ndarray, max_iter: int | None = None) -> np.ndarray:

@@ -15,10 +15,11 @@ from sim.calibrated import CalibratedCostModel
 from sim.hardware import get_hardware
 
 SMALL = ShapeGrid(prefill_lens=(16, 96), prefix_lens=(64,), extend_len=16,
-                  decode=((1, 16), (4, 32), (8, 16)), decode_steps=4, mixed_batch_sizes=(2,),
+                  decode=((1, 16), (4, 32), (8, 16)), decode_steps=4, ragged=((8, 40),),
+                  mixed_batch_sizes=(2,),
                   mixed_prompt_len=96)
 HELD = ShapeGrid(prefill_lens=(48,), prefix_lens=(32,), extend_len=8, decode=((2, 24),),
-                 decode_steps=3, mixed_batch_sizes=(3,), mixed_prompt_len=64)
+                 decode_steps=3, ragged=(), mixed_batch_sizes=(3,), mixed_prompt_len=64)
 
 
 @pytest.fixture(scope="module")

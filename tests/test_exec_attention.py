@@ -47,3 +47,17 @@ def test_uniform_batches_use_one_group():
         seq = ext + 4
         meta = AttentionMetadata.build(table, np.arange(4), seq, seq - ext, ext, torch.device("cpu"))
         assert len(meta.groups) == 1 and meta.groups[0].token_rows is None
+
+
+def test_padded_attention_work_counts_what_the_layout_computes():
+    """Two decodes (seq 10 and 3) and a 50-token extend on seq 100: the decode group reads
+    2 x 10 keys, the extend group 1 x 100 keys and scores 50 x 100 pairs."""
+    from shared.attention_layout import padded_attention_work
+
+    work = padded_attention_work(np.array([10, 3, 100]), np.array([1, 1, 50]))
+    assert work == (2 * 10 + 100, 2 * 1 * 10 + 50 * 100)
+    meta = AttentionMetadata.build(np.zeros((3, 128), np.int64), np.arange(3), np.array([10, 3, 100]),
+                                   np.array([9, 2, 50]), np.array([1, 1, 50]), torch.device("cpu"))
+    keys = sum(g.kv_index.numel() for g in meta.groups)
+    pairs = sum(g.mask.numel() for g in meta.groups)
+    assert (keys, pairs) == tuple(work)
