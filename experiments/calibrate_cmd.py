@@ -1,6 +1,6 @@
 """`batchtwin calibrate`: fit the simulator's cost model to the real executor on this machine.
 
-    batchtwin calibrate [--model PATH] [--dtype bfloat16] [--threads 2] [--repeats 2] \
+    batchtwin calibrate [--model PATH] [--dtype bfloat16] [--threads 1] [--repeats 2] \
         [--out batchtwin-calibration]
 
 Runs the real executor over a grid of batch shapes (experiments.calibration_grid), fits
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import asdict
 from datetime import date
@@ -37,8 +36,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="checkpoint folder or .gguf (default: SmolLM2-135M, else a tiny random model)")
     p.add_argument("--device", default=d.device)
     p.add_argument("--dtype", default=d.dtype, choices=DTYPES)
-    p.add_argument("--threads", type=int, default=os.cpu_count() or d.threads,
-                   help="torch threads (fixed for the whole run; default: all cores)")
+    p.add_argument("--threads", type=int, default=d.threads,
+                   help="torch threads, fixed for the whole run (default 1: on a small shared "
+                        "host one thread leaves a core to everything else and steadies timings)")
     p.add_argument("--repeats", type=int, default=d.repeats, help="passes over the shape grids")
     p.add_argument("--temperature", type=float, default=d.temperature,
                    help="sampling temperature of the measured requests (0: greedy); calibrate "

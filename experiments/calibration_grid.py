@@ -51,11 +51,11 @@ TRAIN_GRID = ShapeGrid(prefill_lens=(16, 64, 256, 512, 1024), prefix_lens=(256, 
                        decode_steps=8,
                        ragged=((32, 64, 128, 256, 512, 1024), (16,) * 7 + (768,),
                                tuple(range(64, 448, 32))),
-                       mixed_batch_sizes=(4, 16), mixed_prompt_len=1024)
+                       mixed_batch_sizes=(4, 16), mixed_prompt_len=2048)
 HELD_OUT_GRID = ShapeGrid(prefill_lens=(48, 384, 768), prefix_lens=(512,), extend_len=128,
                           decode=((1, 512), (3, 96), (6, 384), (12, 128), (24, 96)),
                           decode_steps=6, ragged=((48, 200, 700), (24,) * 10 + (512, 1000)),
-                          mixed_batch_sizes=(8,), mixed_prompt_len=768)
+                          mixed_batch_sizes=(8,), mixed_prompt_len=1536)
 
 
 class Scenario(NamedTuple):

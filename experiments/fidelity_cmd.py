@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -38,7 +37,8 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="calibrated cost model (default: calibrate first)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default=CalibrationConfig.dtype, choices=calibrate_cmd.DTYPES)
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--threads", type=int, default=CalibrationConfig.threads,
+                   help="torch threads, fixed for the whole run (as for calibrate)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--num-requests", type=int, default=w.num_requests)
     p.add_argument("--rate", type=float, default=w.rate, help="requests/s (Poisson)")
