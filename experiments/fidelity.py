@@ -27,7 +27,7 @@ from shared.run_result import RunResult
 from shared.sampling_params import SamplingParams
 from shared.scheduler import Scheduler
 from shared.trace import Trace
-from shared.workload import Workload
+from shared.workload import Workload, WorkloadRequest
 from sim.cost_model import CostModel
 from sim.driver import drive_workload
 from sim.replay import ReplayResult, replay
@@ -119,8 +119,6 @@ def simulate_like(trace: Trace, cost_model: CostModel) -> RunResult:
 
 def workload_of(trace: Trace) -> Workload:
     """The trace's requests as a workload, arrivals measured from the first one."""
-    from shared.workload import WorkloadRequest
-
     recs = list(trace.requests.values())
     t0 = min(r.arrival_time for r in recs)
     return Workload(tuple(WorkloadRequest(r.rid, r.arrival_time - t0, r.input_ids, r.sampling_params)
