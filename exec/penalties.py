@@ -35,6 +35,9 @@ def adjust_logits(
     return add_logit_bias(logits, params)
 
 
+MIN_REPETITION_SCALE = 1e-6
+
+
 def apply_penalties(
     logits: torch.Tensor, params: Sequence[SamplingParams], output_ids: Sequence[Sequence[int]]
 ) -> torch.Tensor:
@@ -48,7 +51,9 @@ def apply_penalties(
     seen = counts > 0                                                   # [B, V]
     column = _column(logits.device)
     logits = logits - column(freq) * counts - column(pres) * seen
-    scale = torch.where(seen, column(rep), 1.0)                         # [B, V]
+    # NOTE: repetition_penalty may be 0 (the accepted range is [0, 2]); a floor keeps seen
+    # positive logits finite (x / 0 would be inf, and softmax of inf is NaN).
+    scale = torch.where(seen, column(rep).clamp(min=MIN_REPETITION_SCALE), 1.0)  # [B, V]
     return torch.where(logits > 0, logits / scale, logits * scale)
 
 

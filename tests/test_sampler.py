@@ -250,3 +250,11 @@ def test_hash_is_murmur3_fmix32():
         return h ^ (h >> 16)
     values = [0, 1, 2, 12345, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xDEADBEEF]
     assert fmix32(torch.tensor(values)).tolist() == [reference(v) for v in values]
+
+
+def test_zero_repetition_penalty_keeps_logprobs_finite():
+    """repetition_penalty=0 (accepted, as in SGLang) boosts seen tokens without inf or NaN."""
+    logits = torch.tensor([[1.0, 2.0, -1.0, 0.5]])
+    out = run(logits, [P(repetition_penalty=0.0, temperature=1.0)], outputs=[[0, 2]])
+    assert torch.isfinite(out.next_token_logprobs).all()
+    assert out.next_token_ids.tolist() == [0]  # the seen positive logit dominates
