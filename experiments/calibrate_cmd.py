@@ -51,6 +51,10 @@ def run(args: argparse.Namespace) -> int:
     if args.threads < 1 or args.repeats < 1:
         print("error: --threads and --repeats must be >= 1", file=sys.stderr)
         return 2
+    if not args.temperature >= 0:
+        print(f"error: --temperature must be >= 0 (0: greedy), got {args.temperature}",
+              file=sys.stderr)
+        return 2
     c = CalibrationConfig(model=args.model, device=args.device, dtype=args.dtype,
                           threads=args.threads, repeats=args.repeats, seed=args.seed,
                           temperature=args.temperature)

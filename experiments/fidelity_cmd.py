@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> str | None:
     if args.runs < 1 or args.threads < 1 or args.num_requests < 1:
         return "--runs, --threads and --num-requests must be >= 1"
+    if not args.temperature >= 0:
+        return f"--temperature must be >= 0 (0: greedy), got {args.temperature}"
     if not args.rate > 0:
         return f"--rate must be > 0 requests/s, got {args.rate}"
     if args.cost_model is not None and not Path(args.cost_model).is_file():

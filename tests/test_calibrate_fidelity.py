@@ -91,8 +91,16 @@ def test_fidelity_reports_every_figure_with_its_bar(calibrated, tiny, tmp_path):
     (["--cost-model", "/nonexistent/cost.json"], "does not exist"),
     (["--rate", "0"], "--rate must be > 0"),
     (["--runs", "0"], "must be >= 1"),
+    (["--temperature", "-1"], "--temperature must be >= 0"),
 ])
 def test_fidelity_bad_input_is_one_clear_line(argv, message, capsys):
     """Bad options exit 2 with a message naming the problem, before any model loads."""
     assert main(["fidelity", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_calibrate_bad_input_is_one_clear_line(capsys):
+    """calibrate refuses a non-positive thread count and a negative temperature, exit 2."""
+    assert main(["calibrate", "--threads", "0"]) == 2
+    assert main(["calibrate", "--temperature", "-0.5"]) == 2
+    assert "--temperature must be >= 0" in capsys.readouterr().err
