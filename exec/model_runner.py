@@ -18,6 +18,7 @@ from exec.cuda_graph_runner import DecodeGraphRunner
 from exec.kv_pool import KVPool
 from exec.llama import LlamaForCausalLM, TorchBatch
 from exec.logits_processor import process_logits
+from exec.packed_linear import can_pack
 from exec.sampler import SampleResult, sample
 from shared.cuda_graph import can_run_graph, cuda_graph_batch_sizes
 from shared.engine_config import EngineConfig, ModelInfo
@@ -45,7 +46,8 @@ class TorchModelRunner:
         self.dtype = torch_dtype(dtype)
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
         self.cpu = self.device.type == "cpu"
-        self.model.prepare_for_inference(column_major=self.cpu and self.dtype == torch.float32)
+        self.model.prepare_for_inference(column_major=self.cpu and self.dtype == torch.float32,
+                                         pack=can_pack(self.device, self.dtype))
         c = model.config
         self.kv_pool = KVPool(c.num_layers, self.config.max_total_tokens, self.config.page_size,
                               c.num_kv_heads, c.head_dim, self.dtype, self.device)

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from exec.packed_linear import PackedLinear
 from experiments.machine_probe import measure_bandwidth
 
 
@@ -40,9 +41,19 @@ class GenerateBenchConfig:
 
 
 def weight_bytes_per_step(model: torch.nn.Module) -> int:
-    """Every parameter is read once per decode step (tied embeddings: once, by the LM head;
-    the embedding lookup itself reads one row)."""
-    return sum(p.numel() * p.element_size() for p in model.parameters())
+    """Bytes of weights one decode step reads: every matrix once (the LM head's included),
+    counted logically (out x in x element size), whether a Parameter or pre-packed
+    (`exec.packed_linear.PackedLinear`). The embedding lookup reads one row, so the embedding
+    table counts only as the tied LM head when no packed head holds its own copy."""
+    packed = [m for m in model.modules() if isinstance(m, PackedLinear)]
+    packed_bytes = sum(m.out_features * m.in_features * m.packed.element_size()
+                       + (m.bias.numel() * m.bias.element_size() if m.bias is not None else 0)
+                       for m in packed)
+    embed = model.model.embed_tokens.weight
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    if hasattr(model, "packed_lm_head"):
+        params -= embed.numel() * embed.element_size()
+    return params + packed_bytes
 
 
 def prompts(c: GenerateBenchConfig, vocab: int) -> list[list[int]]:

@@ -1,0 +1,41 @@
+"""`PackedLinear`: a linear layer whose weight is packed once into oneDNN's blocked layout
+(CPU, float32 or bfloat16).
+
+Plain `F.linear` on CPU hands oneDNN a weight it must lay out again on every call; packing it
+once lets a decode step stream each weight once. On this project's 2-core machine, the 120
+GEMVs of SmolLM2's 30 layers at batch 1 (weights cold in cache) took: bfloat16 12.2 -> 5.3 ms,
+float32 (column-major) 20.8 -> 14.4 ms, and larger batches gain too (M=32: 0.27 -> 0.15 ms per
+[3072, 576] matmul). Results equal the plain path. The ops are torch's `mkldnn` linear ops
+that inductor's CPU weight-prepacking emits; `can_pack` checks they exist in this build.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
+    ops = torch.ops.mkldnn
+    return (device.type == "cpu" and dtype in (torch.float32, torch.bfloat16)
+            and torch.backends.mkldnn.is_available()
+            and hasattr(ops, "_reorder_linear_weight") and hasattr(ops, "_linear_pointwise"))
+
+
+class PackedLinear(nn.Module):
+    """y = x W^T + b with W [out, in] pre-packed; x [T, in] -> y [T, out] in W's dtype."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        # NOTE: plain attributes, not parameters: the packed layout is opaque and must not be
+        # moved or cast by Module.to(); pack after the model reached its device and dtype.
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), 1)
+        self.bias = None if bias is None else bias.detach()
+
+    @classmethod
+    def of(cls, linear: nn.Linear) -> PackedLinear:
+        return cls(linear.weight, linear.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
