@@ -10,7 +10,9 @@ Each `Scenario` is one or more workloads served one after another on the same En
 - ragged K1,K2,...: prompts of different lengths at once (padded attention: short rows
   read as many keys as the longest);
 - mixed B + L: B short requests, and an L-token prompt arriving while they decode (with
-  `enable_mixed_chunk` its chunks carry the B decodes: MIXED batches).
+  `enable_mixed_chunk` its chunks carry the B decodes: MIXED batches);
+- online: a short Poisson run of ShareGPT-like requests (arrivals in wall-clock time), so
+  the fit also sees batches as they come and go in serving.
 
 Token ids are drawn from one seeded generator; every scenario gets fresh ids, so nothing
 but the prefix scenario hits the cache. Request ids are unique per scenario and repeat.
@@ -20,6 +22,7 @@ part of what the fit prices, so calibrate at the temperature you will serve (0: 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -42,6 +45,8 @@ class ShapeGrid:
     ragged: tuple[tuple[int, ...], ...]  # prompt lengths of decoding requests of mixed lengths
     mixed_batch_sizes: tuple[int, ...]  # decodes running beside a chunked prefill
     mixed_prompt_len: int
+    online_requests: int = 0            # requests of the online scenario (0: none)
+    online_rate: float = 4.0
 
 
 TRAIN_GRID = ShapeGrid(prefill_lens=(16, 64, 256, 512, 1024), prefix_lens=(256, 1024),
@@ -51,7 +56,7 @@ TRAIN_GRID = ShapeGrid(prefill_lens=(16, 64, 256, 512, 1024), prefix_lens=(256, 
                        decode_steps=8,
                        ragged=((32, 64, 128, 256, 512, 1024), (16,) * 7 + (768,),
                                tuple(range(64, 448, 32))),
-                       mixed_batch_sizes=(4, 16), mixed_prompt_len=2048)
+                       mixed_batch_sizes=(4, 16), mixed_prompt_len=2048, online_requests=24)
 HELD_OUT_GRID = ShapeGrid(prefill_lens=(48, 384, 768), prefix_lens=(512,), extend_len=128,
                           decode=((1, 512), (3, 96), (6, 384), (12, 128), (24, 96)),
                           decode_steps=6, ragged=((48, 200, 700), (24,) * 10 + (512, 1000)),
@@ -78,6 +83,8 @@ def scenarios(grid: ShapeGrid, vocab_size: int, chunk_size: int, seed: int = 0,
                   [(0.0, b.tokens(MIXED_SHORT_PROMPT), chunks + 3) for _ in range(bs)]
                   + [(MIXED_ARRIVAL_S, b.tokens(grid.mixed_prompt_len), 1)])
             for bs in grid.mixed_batch_sizes]
+    if grid.online_requests:
+        out.append(b.online(grid.online_requests, grid.online_rate, seed))
     return out
 
 
@@ -97,6 +104,14 @@ class _Builder:
         first = self.workload(f"{name}-a", [(0.0, shared, 1)])
         second = self.workload(f"{name}-b", [(0.0, shared + self.tokens(extend_len), 2)])
         return Scenario(name, (first, second))
+
+    def online(self, n: int, rate: float, seed: int) -> Scenario:
+        w = Workload.sharegpt_like(n, vocab_size=self.vocab_size, seed=seed + 7919, rate=rate,
+                                   prompt_median=128, output_median=32, sigma=0.6, max_len=1024,
+                                   sampling_params=SamplingParams(temperature=self.temperature,
+                                                                  ignore_eos=True))
+        tagged = tuple(dataclasses.replace(r, rid=f"{self.tag}online-{r.rid}") for r in w)
+        return Scenario("online", (Workload(tagged, name="online"),))
 
     def workload(self, name: str, reqs: list[tuple[float, tuple[int, ...], int]]) -> Workload:
         return Workload(tuple(
