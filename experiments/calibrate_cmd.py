@@ -80,25 +80,27 @@ def write(r: Calibration, c: CalibrationConfig, out: Path) -> None:
 
 
 def figures(r: Calibration) -> dict[str, float]:
+    nan = float("nan")
     return {"fit_mape": r.train_mape, "held_out_mape": r.held_out_mape,
-            "held_out_median_ape": r.held_out_median_ape, "replay_mape": r.replay.mape,
-            "replay_median_ape": r.replay.median_ape,
-            "replay_agree_fraction": r.replay.agree_fraction,
+            "held_out_median_ape": r.held_out_median_ape,
+            "replay_mape": r.replay.mape if r.replay else nan,
+            "replay_median_ape": r.replay.median_ape if r.replay else nan,
+            "replay_agree_fraction": r.replay.agree_fraction if r.replay else nan,
             "mem_bw_GBps": r.rates.mem_bw / 1e9, "flops_bf16_G": r.rates.flops_bf16 / 1e9,
             "flops_fp32_G": r.rates.flops_fp32 / 1e9, "steps_measured": len(r.steps)}
 
 
 def summary_text(r: Calibration, out: Path) -> str:
     f = figures(r)
-    coef = "\n".join(f"  {k:<16} {v:.3e} s" for k, v in zip(r.cost_model.features,
+    coef = "\n".join(f"  {k:<24} {v:.3e} s" for k, v in zip(r.cost_model.features,
                                                             r.cost_model.coefficients, strict=True))
+    replayed = (f"  real online trace re-priced (sim.replay): MAPE {f['replay_mape']:.1%}, "
+                f"median APE {f['replay_median_ape']:.1%}, schedule agreement "
+                f"{f['replay_agree_fraction']:.0%}\n") if r.replay else ""
     return (f"calibrated {Path(r.model).name} on this machine ({f['steps_measured']} steps)\n"
             f"{coef}\n"
             f"  fit MAPE {f['fit_mape']:.1%}; held-out shapes: MAPE {f['held_out_mape']:.1%}, "
-            f"median APE {f['held_out_median_ape']:.1%}\n"
-            f"  real online trace re-priced (sim.replay): MAPE {f['replay_mape']:.1%}, "
-            f"median APE {f['replay_median_ape']:.1%}, schedule agreement "
-            f"{f['replay_agree_fraction']:.0%}\n"
+            f"median APE {f['held_out_median_ape']:.1%}\n{replayed}"
             f"  this machine: {f['mem_bw_GBps']:.1f} GB/s, {f['flops_bf16_G']:.0f} GFLOP/s bf16, "
             f"{f['flops_fp32_G']:.0f} GFLOP/s fp32\n"
             f"wrote {out}/cost_model.json, hardware.json, steps.csv, calibration.json")

@@ -62,7 +62,7 @@ class Calibration(NamedTuple):
     held_out_mape: float
     held_out_median_ape: float
     rates: MachineRates
-    replay: ReplayResult
+    replay: ReplayResult | None      # None: no online trace was re-priced
     model: str
 
 
@@ -88,28 +88,41 @@ def open_engine(c: CalibrationConfig, model: str, **engine_args) -> Engine:
 
 
 def calibrate(c: CalibrationConfig, scratch: Path | None = None, progress=print) -> Calibration:
+    """Open the model (`resolve_model`) on a calibration engine and `calibrate_engine` it."""
     with tempfile.TemporaryDirectory() as tmp:
         model = resolve_model(c.model, Path(scratch or tmp))
-        engine = open_engine(c, model, enable_mixed_chunk=True, chunked_prefill_size=c.chunk_size,
-                             max_total_tokens=c.max_total_tokens, random_seed=c.seed)
-        vocab = engine.model_info.vocab_size
-        progress("measuring this machine's bandwidth and matmul FLOP/s")
-        rates = measure_machine(c.device)
-        serve(engine, scenarios(c.train_grid, vocab, c.chunk_size, c.seed, "warmup-",
-                                c.temperature)[:4])
-        rows = []
-        for r in range(c.repeats):
-            progress(f"pass {r + 1}/{c.repeats} over the shape grids")
-            for k, (split, grid) in enumerate((("train", c.train_grid), ("held_out", c.held_out_grid))):
-                seed = c.seed + 1 + 2 * r + k  # NOTE: fresh tokens per pass and split: no cache hits
-                for sc, rec in serve(engine, scenarios(grid, vocab, c.chunk_size, seed, f"{split}{r}-",
-                                                      c.temperature)):
-                    rows.append((sc, split, rec))
-        fitted = fit(rows, f"batchtwin calibrate: {Path(model).name}, {c.device}, {c.dtype}, "
-                           f"{c.threads} threads")
+        return calibrate_engine(calibration_engine(c, model), c, model, progress)
+
+
+def calibration_engine(c: CalibrationConfig, model: str) -> Engine:
+    """An engine that can form every calibrated shape: mixed chunks, `c.chunk_size` chunks."""
+    return open_engine(c, model, enable_mixed_chunk=True, chunked_prefill_size=c.chunk_size,
+                       max_total_tokens=c.max_total_tokens, random_seed=c.seed)
+
+
+def calibrate_engine(engine: Engine, c: CalibrationConfig, model: str, progress=print) -> Calibration:
+    """Measure the grids on `engine` (left reset), fit, and with `c.online_requests` > 0
+    re-price a real online trace."""
+    vocab = engine.model_info.vocab_size
+    progress("measuring this machine's bandwidth and matmul FLOP/s")
+    rates = measure_machine(c.device)
+    serve(engine, scenarios(c.train_grid, vocab, c.chunk_size, c.seed, "warmup-", c.temperature)[:4])
+    rows = []
+    for r in range(c.repeats):
+        progress(f"pass {r + 1}/{c.repeats} over the shape grids")
+        for k, (split, grid) in enumerate((("train", c.train_grid), ("held_out", c.held_out_grid))):
+            seed = c.seed + 1 + 2 * r + k  # NOTE: fresh tokens per pass and split: no cache hits
+            for sc, rec in serve(engine, scenarios(grid, vocab, c.chunk_size, seed, f"{split}{r}-",
+                                                  c.temperature)):
+                rows.append((sc, split, rec))
+    fitted = fit(rows, f"batchtwin calibrate: {Path(model).name}, {c.device}, {c.dtype}, "
+                       f"{c.threads} threads")
+    replayed = None
+    if c.online_requests:
         progress("re-pricing a real online trace (sim.replay, teacher forcing)")
-        trace = online_trace(engine, c, vocab)
-        return summarise(fitted, rows, rates, replay(trace, fitted), model)
+        replayed = replay(online_trace(engine, c, vocab), fitted)
+    engine.reset()
+    return summarise(fitted, rows, rates, replayed, model)
 
 
 def serve(engine: Engine, scs: list[Scenario]) -> list[tuple[str, StepRecord]]:
@@ -138,7 +151,7 @@ def fit(rows: list[tuple[str, str, StepRecord]], source: str) -> CalibratedCostM
     return CalibratedCostModel.fit(train, source)
 
 
-def summarise(model: CalibratedCostModel, rows, rates: MachineRates, replayed: ReplayResult,
+def summarise(model: CalibratedCostModel, rows, rates: MachineRates, replayed: ReplayResult | None,
               model_path: str) -> Calibration:
     import pandas as pd
 

@@ -1,8 +1,9 @@
 """How well the simulator predicts the real executor on this machine.
 
-Protocol (`run_fidelity`): one Engine (fixed torch thread count), one calibrated cost model;
-then `runs` times: warm up, `Engine.reset()`, serve the workload online (`Engine.run`, Poisson
-arrivals in wall-clock time), and simulate the same workload with the calibrated model on a
+Protocol (`run_fidelity`): one Engine (fixed torch thread count); then `runs` times: get the
+run's calibrated cost model (a fixed one, or a fresh calibration on the same engine: this
+host's speed drifts by up to ~25% over minutes), warm up, `Engine.reset()`, serve the workload
+online (`Engine.run`, Poisson arrivals in wall-clock time), and simulate the same workload with the calibrated model on a
 scheduler built from the real trace's effective EngineConfig (its `max_total_tokens`
 included; nothing re-derived), with the real run's tokens (`ReplayTokenSource`, so requests
 end where the real ones did). Each run gives
@@ -18,6 +19,7 @@ end where the real ones did). Each run gives
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -71,10 +73,12 @@ class RunFidelity(NamedTuple):
     errors: dict[str, float]
 
 
-def run_fidelity(engine: Engine, cost_model: CostModel, spec: WorkloadSpec, runs: int,
-                 progress=print) -> list[RunFidelity]:
+def run_fidelity(engine: Engine, cost_for_run: Callable[[int], CostModel], spec: WorkloadSpec,
+                 runs: int, progress=print) -> list[RunFidelity]:
+    """`cost_for_run(k)` is run k's cost model, asked for just before the run."""
     out = []
     for k in range(runs):
+        cost_model = cost_for_run(k)
         progress(f"run {k + 1}/{runs}: warm-up, then {spec.num_requests} requests at "
                  f"{spec.rate}/s in wall-clock time")
         warm_up(engine)

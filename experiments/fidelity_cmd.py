@@ -3,8 +3,11 @@
     batchtwin fidelity [--cost-model batchtwin-calibration/cost_model.json] [--runs 3] \
         [--num-requests 40] [--rate 2] [--out batchtwin-fidelity]
 
-Without `--cost-model` it calibrates first (`batchtwin calibrate`, written under --out).
-Then, per run, a real online workload (SmolLM2-135M by default, a tiny random model when it
+Without `--cost-model` every run is preceded by its own calibration on the same engine (one
+pass over the shape grids, written to --out/calibration-run<k>): this host's speed drifts by
+up to ~25% over minutes, so a model fitted minutes earlier mispredicts by as much. The
+engine runs with mixed chunks and 1024-token chunks (the calibration engine's config). Per
+run, a real online workload (SmolLM2-135M by default, a tiny random model when it
 is not installed) and the same workload in the simulator (experiments.fidelity has the
 protocol). Writes `report.md`, `fidelity.json` (configuration, per-run and median figures),
 `latencies.csv`, `steps.csv` (teacher-forced steps) and two plots.
@@ -13,13 +16,19 @@ protocol). Writes `report.md`, `fidelity.json` (configuration, per-run and media
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
 from experiments import calibrate_cmd
-from experiments.calibration import CalibrationConfig, calibrate, open_engine, resolve_model
+from experiments.calibration import (
+    CalibrationConfig,
+    calibrate_engine,
+    calibration_engine,
+    resolve_model,
+)
 from experiments.fidelity import WorkloadSpec, latency_table, medians, run_fidelity
 from experiments.fidelity_plots import plot_latencies, plot_step_times
 from sim.calibrated import CalibratedCostModel
@@ -34,7 +43,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None,
                    help="checkpoint folder or .gguf (default: SmolLM2-135M, else a tiny random model)")
     p.add_argument("--cost-model", default=None, metavar="JSON",
-                   help="calibrated cost model (default: calibrate first)")
+                   help="one calibrated cost model for every run (default: calibrate before each run)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default=CalibrationConfig.dtype, choices=calibrate_cmd.DTYPES)
     p.add_argument("--threads", type=int, default=CalibrationConfig.threads,
@@ -64,15 +73,21 @@ def run(args: argparse.Namespace) -> int:
     spec = WorkloadSpec(args.num_requests, args.rate, args.prompt_median, args.output_median,
                         seed=args.seed, temperature=args.temperature)
     try:
-        cost = _cost_model(args.cost_model, c, out)
-        engine = open_engine(c, resolve_model(c.model, out), max_total_tokens=c.max_total_tokens,
-                             random_seed=c.seed)
+        model = resolve_model(c.model, out)
+        engine = calibration_engine(c, model)
+        fixed = None if args.cost_model is None else CalibratedCostModel.load(args.cost_model)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    runs = run_fidelity(engine, cost, spec, args.runs)
+    models: list[CalibratedCostModel] = []
+
+    def cost_for_run(k: int) -> CalibratedCostModel:
+        models.append(fixed or _calibrate_run(engine, c, model, out / f"calibration-run{k + 1}"))
+        return models[-1]
+
+    runs = run_fidelity(engine, cost_for_run, spec, args.runs)
     write(out, runs, {"calibration": asdict(c), "workload": asdict(spec), "runs": args.runs,
-                      "cost_model": cost.to_dict()})
+                      "cost_models": [m.to_dict() for m in models]})
     print((out / "report.md").read_text())
     return 0
 
@@ -89,13 +104,11 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _cost_model(path: str | None, c: CalibrationConfig, out: Path) -> CalibratedCostModel:
-    if path is not None:
-        return CalibratedCostModel.load(path)
-    print("no --cost-model: calibrating first (batchtwin calibrate)")
-    result = calibrate(c, scratch=out)
-    calibrate_cmd.write(result, c, out / "calibration")
-    print(calibrate_cmd.summary_text(result, out / "calibration"))
+def _calibrate_run(engine, c: CalibrationConfig, model: str, out: Path) -> CalibratedCostModel:
+    run_config = dataclasses.replace(c, repeats=1, online_requests=0)
+    result = calibrate_engine(engine, run_config, model)
+    calibrate_cmd.write(result, run_config, out)
+    print(calibrate_cmd.summary_text(result, out))
     return result.cost_model
 
 

@@ -104,3 +104,26 @@ def test_calibrate_bad_input_is_one_clear_line(capsys):
     assert main(["calibrate", "--threads", "0"]) == 2
     assert main(["calibrate", "--temperature", "-0.5"]) == 2
     assert "--temperature must be >= 0" in capsys.readouterr().err
+
+
+def test_fidelity_can_recalibrate_before_every_run(tiny):
+    """With a calibration per run on the same engine, each run gets its own fitted model and
+    the real trace still re-schedules identically; the engine is left reset and leak-free."""
+    from experiments.calibration import calibrate_engine, calibration_engine
+    from experiments.fidelity import WorkloadSpec, run_fidelity
+
+    c = CalibrationConfig(model=tiny, dtype="float32", threads=1, repeats=1, chunk_size=32,
+                          max_total_tokens=4096, online_requests=0, train_grid=SMALL,
+                          held_out_grid=HELD)
+    engine = calibration_engine(c, tiny)
+    fitted = []
+
+    def cost_for_run(k):
+        fitted.append(calibrate_engine(engine, c, tiny, progress=lambda _: None).cost_model)
+        return fitted[-1]
+
+    spec = WorkloadSpec(num_requests=5, rate=50.0, prompt_median=24, output_median=6)
+    runs = run_fidelity(engine, cost_for_run, spec, runs=2, progress=lambda _: None)
+    assert len(fitted) == 2 and all(r.errors["teacher_forced_agree_fraction"] == 1.0 for r in runs)
+    assert len(runs[0].real.requests) == 5
+    engine.scheduler.mem.check_idle()
