@@ -3,11 +3,11 @@
     batchtwin fidelity [--cost-model batchtwin-calibration/cost_model.json] [--runs 3] \
         [--num-requests 40] [--rate 2] [--out batchtwin-fidelity]
 
-Without `--cost-model` every run is preceded by its own calibration on the same engine (one
-pass over the shape grids, written to --out/calibration-run<k>): this host's speed drifts by
-up to ~25% over minutes, so a model fitted minutes earlier mispredicts by as much. The
-engine runs with mixed chunks and 1024-token chunks (the calibration engine's config). Per
-run, a real online workload (SmolLM2-135M by default, a tiny random model when it
+Without `--cost-model` it calibrates first on the same engine (`batchtwin calibrate`'s grids,
+written to --out/calibration); `--recalibrate` calibrates again before every run (one pass,
+--out/calibration-run<k>), for hosts whose speed drifts between runs. The engine runs with
+mixed chunks and 1024-token chunks (the calibration engine's config). Per run, a real
+online workload (SmolLM2-135M by default, a tiny random model when it
 is not installed) and the same workload in the simulator (experiments.fidelity has the
 protocol). Writes `report.md`, `fidelity.json` (configuration, per-run and median figures),
 `latencies.csv`, `steps.csv` (teacher-forced steps) and two plots.
@@ -43,7 +43,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None,
                    help="checkpoint folder or .gguf (default: SmolLM2-135M, else a tiny random model)")
     p.add_argument("--cost-model", default=None, metavar="JSON",
-                   help="one calibrated cost model for every run (default: calibrate before each run)")
+                   help="one calibrated cost model for every run (default: calibrate first)")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="calibrate again (one pass) before every run")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default=CalibrationConfig.dtype, choices=calibrate_cmd.DTYPES)
     p.add_argument("--threads", type=int, default=CalibrationConfig.threads,
@@ -82,12 +84,17 @@ def run(args: argparse.Namespace) -> int:
     models: list[CalibratedCostModel] = []
 
     def cost_for_run(k: int) -> CalibratedCostModel:
-        models.append(fixed or _calibrate_run(engine, c, model, out / f"calibration-run{k + 1}"))
+        if fixed is not None:
+            return fixed
+        if args.recalibrate or not models:
+            one_pass = dataclasses.replace(c, repeats=1, online_requests=0) if args.recalibrate else c
+            where = f"calibration-run{k + 1}" if args.recalibrate else "calibration"
+            models.append(_calibrate(engine, one_pass, model, out / where))
         return models[-1]
 
     runs = run_fidelity(engine, cost_for_run, spec, args.runs)
     write(out, runs, {"calibration": asdict(c), "workload": asdict(spec), "runs": args.runs,
-                      "cost_models": [m.to_dict() for m in models]})
+                      "cost_models": [m.to_dict() for m in models or [fixed]]})
     print((out / "report.md").read_text())
     return 0
 
@@ -104,10 +111,9 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _calibrate_run(engine, c: CalibrationConfig, model: str, out: Path) -> CalibratedCostModel:
-    run_config = dataclasses.replace(c, repeats=1, online_requests=0)
-    result = calibrate_engine(engine, run_config, model)
-    calibrate_cmd.write(result, run_config, out)
+def _calibrate(engine, c: CalibrationConfig, model: str, out: Path) -> CalibratedCostModel:
+    result = calibrate_engine(engine, c, model)
+    calibrate_cmd.write(result, c, out)
     print(calibrate_cmd.summary_text(result, out))
     return result.cost_model
 
