@@ -12,8 +12,6 @@ sampled (the next decode inputs), once per executor, with the fields that differ
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -22,6 +20,7 @@ import torch
 from exec.llama import LlamaForCausalLM
 from exec.model_config import ModelConfig
 from exec.model_runner import TorchModelRunner
+from exec.torch_threads import torch_threads
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.forward_batch import ForwardBatch
 from shared.model_runner import ModelRunner, RunnerOutput
@@ -100,22 +99,11 @@ def batch_view(fb: ForwardBatch, out: RunnerOutput) -> dict[str, Any]:
     return view
 
 
-@contextlib.contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """The tiny model gains nothing from more threads, and a busy box makes them slow."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def run_exec(seed: int, clock: RooflineCostModel) -> tuple[list[dict[str, Any]], Trace]:
     info = ModelInfo(TINY_CONFIG["vocab_size"], (TINY_CONFIG["eos_token_id"],),
                      TINY_CONFIG["max_position_embeddings"])
     scheduler = Scheduler(ENGINE, info)
-    with one_torch_thread():
+    with torch_threads(1):
         runner = Recorder(TorchModelRunner(tiny_model(seed), scheduler.config, info))
         trace = drive_workload(scheduler, runner, golden_workload(), clock=clock)
     return runner.steps, trace

@@ -220,11 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=None, help="run only defects whose name contains this")
     args = p.parse_args(argv)
 
-    from tests.test_agreement import single_torch_thread
+    from exec.torch_threads import torch_threads
     from tests.tiny_models import make_checkpoint
 
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, single_torch_thread():
+    with tempfile.TemporaryDirectory() as tmp, torch_threads(1):
         folder = Path(tmp)
         make_checkpoint(folder, "llama")
         mutant = mutant_class()(folder)

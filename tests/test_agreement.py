@@ -21,6 +21,7 @@ from hypothesis import event, example, given, settings
 
 from exec.model_files import load_model
 from exec.model_runner import TorchModelRunner
+from exec.torch_threads import torch_threads
 from shared import EngineConfig, ModelInfo, SamplingParams, Scheduler, StepRecord, Trace, Workload
 from shared.forward_batch import ForwardBatch
 from shared.length_dist import Uniform
@@ -70,21 +71,9 @@ class TinyExec:
         return runner
 
 
-@contextlib.contextmanager
-def single_torch_thread():
-    """One intra-op thread: the tiny model's matmuls gain nothing from more, and on a busy
-    2-core CI box OpenMP spin-waiting makes them 10-100x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def tiny_exec_fixture(tiny_checkpoint):
     folder, _ = tiny_checkpoint("llama")
-    with single_torch_thread():
+    with torch_threads(1):
         yield TinyExec(folder)
 
 
