@@ -127,3 +127,18 @@ def test_fidelity_can_recalibrate_before_every_run(tiny):
     assert len(fitted) == 2 and all(r.errors["teacher_forced_agree_fraction"] == 1.0 for r in runs)
     assert len(runs[0].real.requests) == 5
     engine.scheduler.mem.check_idle()
+
+
+def test_missing_default_model_falls_back_to_a_tiny_random_model(tmp_path, monkeypatch, capsys):
+    """Without SmolLM2 installed, calibrate and fidelity use a tiny random checkpoint and say so."""
+    import exec.model_files as model_files
+    from experiments.calibration import resolve_model
+
+    def missing():
+        raise model_files.ModelNotFoundError("the default model is not installed")
+
+    monkeypatch.setattr(model_files, "default_model_path", missing)
+    path = resolve_model(None, tmp_path)
+    assert (tmp_path / "tiny-model" / "config.json").is_file() and path == str(tmp_path / "tiny-model")
+    assert "tiny random model" in capsys.readouterr().out
+    assert resolve_model("given/path", tmp_path) == "given/path"
