@@ -80,12 +80,7 @@ class BatchResultProcessor:
     def _process_decode(self, batch: ScheduleBatch, ids: np.ndarray, now: float) -> list[Req]:
         for req, tok in zip(batch.reqs, ids.tolist(), strict=True):
             req.output_ids.append(tok)
-        # NOTE: after a decode, len(output_ids) == seq_lens - prompt_lens + 1; a negative id
-        # read as unsigned is >= vocab_size, so one comparison finds ids outside the vocabulary.
-        maybe = batch.seq_lens - batch.prompt_lens >= batch.max_new_tokens - 1
-        maybe |= ids.view(np.uint64) >= batch.vocab_size
-        eos_hit = (ids[:, None] == self.eos_array).any(axis=1)  # np.isin is ~5x slower here
-        maybe |= ~batch.ignore_eos & (eos_hit | batch.per_request_info().has_stop_ids)
+        maybe = self.may_finish(batch, batch.seq_lens, ids)
         if self.s.pending_aborts:
             maybe |= np.array([r.to_finish is not None for r in batch.reqs], dtype=bool)
         done = []
@@ -96,6 +91,18 @@ class BatchResultProcessor:
                 self._finish(batch, i, reason, now)
                 done.append(req)
         return done
+
+    def may_finish(self, batch: ScheduleBatch, seq_lens: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Which decode rows may have finished (a superset; check_finished decides): `seq_lens`
+        and `ids` are [B], or [k, B] for k steps ahead (shared.decode_run). Pending aborts are
+        not included."""
+        # NOTE: after a decode, len(output_ids) == seq_lens - prompt_lens + 1; a negative id
+        # read as unsigned is >= vocab_size, so one comparison finds ids outside the vocabulary.
+        maybe = seq_lens - batch.prompt_lens >= batch.max_new_tokens - 1
+        maybe |= ids.view(np.uint64) >= batch.vocab_size
+        eos_hit = (ids[..., None] == self.eos_array).any(axis=-1)  # np.isin is ~5x slower here
+        maybe |= ~batch.ignore_eos & (eos_hit | batch.per_request_info().has_stop_ids)
+        return maybe
 
     def _append_and_check(self, batch: ScheduleBatch, i: int, tok: int, now: float) -> bool:
         req = batch.reqs[i]

@@ -38,8 +38,12 @@ def padded_batch_size(bs: int, sizes: Sequence[int]) -> int:
 
 def can_run_graph(forward_batch: ForwardBatch, sizes: Sequence[int]) -> bool:
     """A decode batch no larger than the largest captured size replays a graph."""
-    return (forward_batch.forward_mode.is_cuda_graph() and bool(sizes)
-            and 0 < forward_batch.batch_size <= sizes[-1])
+    return forward_batch.forward_mode.is_cuda_graph() and graph_fits(forward_batch.batch_size, sizes)
+
+
+def graph_fits(batch_size: int, sizes: Sequence[int]) -> bool:
+    """Some captured size holds `batch_size` rows (the decision for a decode batch)."""
+    return bool(sizes) and 0 < batch_size <= sizes[-1]
 
 
 class PaddedDecode(NamedTuple):

@@ -60,6 +60,11 @@ class RadixCache:
         self._evictable_size = 0
         self._protected_size = 0
         self._evictable_leaves: set[TreeNode] = set()
+        # NOTE: a lazy LRU heap of (last_access, node_id, push number, node): every evictable
+        # leaf has an entry with its current last_access; entries of nodes that left the leaf
+        # set or were touched since are stale and skipped when popped.
+        self._lru: list[tuple[int, int, int, TreeNode]] = []
+        self._pushes = 0
 
     # --- queries -----------------------------------------------------------------------
 
@@ -143,15 +148,12 @@ class RadixCache:
                 self._refresh_leaf(x)
 
     def evict(self, num_tokens: int) -> int:
-        heap = [(x.last_access, x.node_id, x) for x in self._evictable_leaves]
-        heapq.heapify(heap)
         evicted = 0
-        while evicted < num_tokens and heap:
-            _, _, x = heapq.heappop(heap)
-            evicted += self._delete_leaf(x)
-            parent = x.parent
-            if parent in self._evictable_leaves:
-                heapq.heappush(heap, (parent.last_access, parent.node_id, parent))
+        while evicted < num_tokens:
+            x = self._pop_lru()
+            if x is None:
+                break
+            evicted += self._delete_leaf(x)  # its parent may become a leaf (and is pushed)
         return evicted
 
     # --- integrity ---------------------------------------------------------------------
@@ -174,6 +176,8 @@ class RadixCache:
                                  f"{(self._evictable_size, self._protected_size)}")
         if leaves != self._evictable_leaves:
             raise AssertionError("evictable leaf set is stale")
+        if not leaves <= {x for t, _, _, x in self._lru if t == x.last_access}:
+            raise AssertionError("an evictable leaf has no current entry in the LRU heap")
         all_slots = np.concatenate(slots) if slots else np.zeros(0, np.int64)
         if np.unique(all_slots).size != all_slots.size:
             raise AssertionError("a KV slot is held by two tree nodes")
@@ -212,6 +216,8 @@ class RadixCache:
             if n < len(child.key):
                 child = self._split(child, n)
             child.last_access = self._tick
+            if child in self._evictable_leaves:
+                self._push_lru(child)
             values.append(child.value)
             node, matched = child, matched + n
         return node, values, matched
@@ -232,6 +238,7 @@ class RadixCache:
         self._evictable_size += len(key)
         self._evictable_leaves.discard(parent)
         self._evictable_leaves.add(leaf)
+        self._push_lru(leaf)
 
     def _delete_leaf(self, x: TreeNode) -> int:
         self.allocator.free(x.value)
@@ -243,9 +250,26 @@ class RadixCache:
 
     def _refresh_leaf(self, x: TreeNode) -> None:
         if x is not self.root and x.lock_ref == 0 and not x.children:
-            self._evictable_leaves.add(x)
+            if x not in self._evictable_leaves:
+                self._evictable_leaves.add(x)
+                self._push_lru(x)
         else:
             self._evictable_leaves.discard(x)
+
+    def _push_lru(self, x: TreeNode) -> None:
+        if len(self._lru) > 2 * len(self._evictable_leaves) + 64:  # mostly stale: rebuild
+            self._lru = [(y.last_access, y.node_id, 0, y) for y in self._evictable_leaves]
+            heapq.heapify(self._lru)
+        self._pushes += 1
+        heapq.heappush(self._lru, (x.last_access, x.node_id, self._pushes, x))
+
+    def _pop_lru(self) -> TreeNode | None:
+        """The least recently used evictable leaf (ties: the older node), off the heap."""
+        while self._lru:
+            t, _, _, x = heapq.heappop(self._lru)
+            if t == x.last_access and x in self._evictable_leaves:
+                return x
+        return None
 
     def _path_to_root(self, node: TreeNode | None) -> Iterator[TreeNode]:
         while node is not None and node is not self.root:

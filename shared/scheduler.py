@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 
+from shared import decode_run
 from shared.batch_result import BatchResultProcessor
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.finish_reason import FinishReason
@@ -120,6 +121,20 @@ class Scheduler:
             self.batch_is_full = False  # freed KV and rows: admission may succeed again
             self._finished_since_filter = True
         return done
+
+    # --- decode runs (shared.decode_run) -----------------------------------------------
+
+    def decode_run_limit(self, max_steps: int) -> int:
+        """Decode steps of the running batch that can be applied in bulk now (0: none)."""
+        return decode_run.decode_run_limit(self, max_steps)
+
+    def decode_run_steps_before_finish(self, tokens) -> int:
+        """Leading steps of `tokens` [k, B] in which no request can finish."""
+        return decode_run.steps_before_finish(self, tokens)
+
+    def apply_decode_run(self, tokens, starts: list[float], graph: bool, padded_batch_size: int) -> None:
+        """Apply len(tokens) decode steps at once, exactly as that many single steps."""
+        decode_run.apply_decode_run(self, tokens, starts, graph, padded_batch_size)
 
     def _merge_last_batch(self) -> None:
         chunked = self.chunked_req

@@ -93,14 +93,21 @@ class BatchShape:
         per simulated step."""
         seq = fb.seq_lens
         if fb.forward_mode.is_decode_or_idle():
-            kv = int(seq.sum())  # decode rows: prefix = seq - 1, extend = 1
-            prefix, extend, totals = seq - 1, np.ones(len(seq), np.int64), _Totals(kv, kv, len(seq))
-        else:
-            prefix, extend = fb.extend_prefix_lens, fb.extend_seq_lens
-            totals = _Totals(int(seq.sum()), int(np.sum(extend * prefix + extend * (extend + 1) // 2)),
-                             int(np.count_nonzero(extend == 1)))
+            return cls.decode(seq, padded_batch_size or fb.batch_size, fb.forward_mode)
+        prefix, extend = fb.extend_prefix_lens, fb.extend_seq_lens
+        totals = _Totals(int(seq.sum()), int(np.sum(extend * prefix + extend * (extend + 1) // 2)),
+                         int(np.count_nonzero(extend == 1)))
         return cls._trusted(fb.forward_mode, len(fb.input_ids), prefix, extend, seq,
                             len(fb.logit_rows.pruned_rows), padded_batch_size or fb.batch_size, totals)
+
+    @classmethod
+    def decode(cls, seq_lens: np.ndarray, padded_batch_size: int,
+               mode: ForwardMode = ForwardMode.DECODE) -> BatchShape:
+        """A live decode batch ([B] int64 seq_lens, this step's token included): one token
+        and one logit row per request. Trusted, like from_forward_batch."""
+        kv, b = int(seq_lens.sum()), len(seq_lens)  # decode rows: prefix = seq - 1, extend = 1
+        return cls._trusted(mode, b, seq_lens - 1, np.ones(b, np.int64), seq_lens, b,
+                            padded_batch_size, _Totals(kv, kv, b))
 
     @classmethod
     def _trusted(cls, mode, tokens, prefix, extend, seq, lm_rows, padded, totals) -> BatchShape:

@@ -7,8 +7,9 @@ Implementations: `sim.roofline.RooflineCostModel` (from a model shape and a hard
 
 from __future__ import annotations
 
+import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -47,6 +48,13 @@ class CostModel(ABC):
 
     def step_time(self, shape: BatchShape) -> float:
         return self.step_cost(shape).total
+
+    def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int) -> Iterator[float]:
+        """step_time of the decode steps of a batch whose seq_lens ([B], the step's token
+        included) start at `seq_lens` and grow by one per step, lazily and without end.
+        Models may override it with arithmetic that gives the identical floats."""
+        for j in itertools.count():
+            yield self.step_time(BatchShape.decode(seq_lens + j, padded_batch_size))
 
 
 class ZeroCostModel(CostModel):

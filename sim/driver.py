@@ -15,6 +15,13 @@ Two processes share one `simpy.Environment`:
 
   With nothing to run it waits for the next arrival; it stops when every request finished.
 
+Decode runs (`shared.decode_run`): when the runner can tell the next decode steps' tokens
+and prices in advance (`SimModelRunner.decode_run_tokens` / `decode_run_times`) and runs
+under its own prices, the steps of an unchanged running batch up to the next event (an
+arrival, a possible finish, a KV shortage) are applied to the scheduler at once, and the
+engine then sleeps through their durations. The trace and
+every state are those of the step-by-step loop (`decode_runs=False`), times included.
+
 A request arriving while a step runs is admitted when the step ends (the engine is busy), so
 an idle engine starts work exactly at an arrival, and a step never starts before the arrival
 of any request it holds.
@@ -28,7 +35,7 @@ a cost-model clock. Nothing here reads a wall clock or draws randomness.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,14 +56,16 @@ if TYPE_CHECKING:
 
 FinishedHook = Callable[["ScheduleBatch", np.ndarray], dict[str, FinishReason]]
 PROGRESS_DELAY_S = 2.0
+MAX_DECODE_RUN = 256  # steps applied at once at most (bounds the [k, B] token matrix)
 
 
 def drive_workload(scheduler: Scheduler, runner: ModelRunner, workload: Workload, *,
                    clock: CostModel | None = None, finished_hook: FinishedHook | None = None,
-                   progress: bool = False) -> Trace:
+                   progress: bool = False, decode_runs: bool = True) -> Trace:
     """Serve `workload` on `scheduler` with `runner` in simulated time (seconds from 0) until
     every request finished; returns the scheduler's trace. `finished_hook(batch, ids)` names
     requests to end after this step's token (the `finished=` map of process_batch_result).
+    `decode_runs` allows bulk decode runs where the runner supports them (module doc).
     Raises ValueError for an empty workload, RuntimeError if the scheduler stalls."""
     if not len(workload):
         raise ValueError("the workload has no requests")
@@ -64,6 +73,7 @@ def drive_workload(scheduler: Scheduler, runner: ModelRunner, workload: Workload
     with tqdm(total=len(workload), desc="simulate", unit="req", delay=PROGRESS_DELAY_S,
               disable=not progress) as bar:
         loop = EngineLoop(env, scheduler, runner, workload.requests, clock, finished_hook, bar)
+        loop.decode_runs = decode_runs and supports_decode_runs(runner, clock, finished_hook)
         env.process(loop.arrivals())
         env.run(until=env.process(loop.engine()))
     loop.check_all_finished()
@@ -82,6 +92,7 @@ class EngineLoop:
         self.next = 0                           # index of the next request to admit
         self.idle: simpy.Event | None = None    # set while the engine waits for an arrival
         self.progress = progress                # a tqdm bar counting finished requests
+        self.decode_runs = False                # apply decode runs (supports_decode_runs)
 
     def arrivals(self) -> Iterator[simpy.Event]:
         env = self.env
@@ -96,6 +107,8 @@ class EngineLoop:
         sched = self.scheduler
         while True:
             self.admit()
+            if self.decode_runs and (yield from self.decode_run()):
+                continue
             batch = sched.get_next_batch_to_run(self.env.now)
             if batch is not None:
                 yield from self.step(batch)
@@ -126,6 +139,38 @@ class EngineLoop:
         if done and self.progress is not None:
             self.progress.update(len(done))
 
+    def decode_run(self) -> Iterator[simpy.Event]:
+        """Apply the running batch's next decode steps up to the next event at once; returns
+        False (having changed nothing) when not even one step qualifies."""
+        sched, runner = self.scheduler, self.runner
+        k = sched.decode_run_limit(MAX_DECODE_RUN)
+        if k == 0:
+            return False
+        batch = sched.running_batch
+        times = runner.decode_run_times(batch.seq_lens, k)
+        starts = self.run_starts(times.durations)      # cut at the next arrival
+        info = batch.per_request_info()
+        output_lens = np.fromiter(map(len, info.output_ids), np.int64, len(batch))  # [B]
+        tokens = runner.decode_run_tokens(info.rids, output_lens, len(starts) - 1)  # [k, B]
+        k = sched.decode_run_steps_before_finish(tokens)
+        if k == 0:
+            return False
+        sched.apply_decode_run(tokens[:k], starts[: k + 1], times.graph, times.padded_batch_size)
+        for d in delays_to(self.env.now, starts[k]):
+            yield self.env.timeout(d)
+        return True
+
+    def run_starts(self, durations: Iterable[float]) -> list[float]:
+        """Start times of the run's steps, plus the end of the last: step j > 0 runs only
+        if no request arrives by its start (it would be admitted first)."""
+        nxt = self.requests[self.next].arrival_time if self.next < len(self.requests) else math.inf
+        starts = [self.env.now]
+        for d in durations:
+            if len(starts) > 1 and starts[-1] >= nxt:
+                break
+            starts.append(starts[-1] + check_step_time(d))
+        return starts
+
     def step_time(self, fb: ForwardBatch, out: RunnerOutput) -> float:
         if self.clock is not None:
             t = self.clock.step_time(BatchShape.from_forward_batch(fb, out.padded_batch_size))
@@ -134,15 +179,39 @@ class EngineLoop:
                              "None); give the driver a cost model as its clock")
         else:
             t = out.duration
-        if not (math.isfinite(t) and t >= 0):
-            raise ValueError(f"step time must be finite and >= 0 seconds, got {t!r}")
-        return t
+        return check_step_time(t)
 
     def check_all_finished(self) -> None:
         records = self.scheduler.trace.requests
         left = [r.rid for r in self.requests if records[r.rid].finish_reason is None]
         if left:
             raise RuntimeError(f"{len(left)} request(s) never finished: {left[:5]}")
+
+
+def check_step_time(t: float) -> float:
+    if not (math.isfinite(t) and t >= 0):
+        raise ValueError(f"step time must be finite and >= 0 seconds, got {t!r}")
+    return t
+
+
+def delays_to(now: float, target: float) -> list[float]:
+    """One or two delays that take SimPy's clock (which adds each to now) from `now` to
+    exactly `target` >= now >= 0. NOTE: for target / 2 <= t <= target, target - t is exact
+    (Sterbenz), so t + (target - t) == target; from further back, a first hop lands there
+    (a single delay can miss: now + d may round past target either way)."""
+    if now >= target / 2:
+        return [target - now]
+    first = 0.75 * target - now
+    return [first, target - (now + first)]
+
+
+def supports_decode_runs(runner: ModelRunner, clock: CostModel | None,
+                         finished_hook: FinishedHook | None) -> bool:
+    """Decode runs need the runner's own prices (no separate clock), a runner that can look
+    ahead, and no finished hook other than its token source's (which the look-ahead sees)."""
+    source = getattr(runner, "token_source", None)
+    return (clock is None and hasattr(runner, "decode_run_tokens")
+            and (finished_hook is None or getattr(finished_hook, "__self__", None) is source))
 
 
 def distinct_times(requests: Sequence[WorkloadRequest]) -> Iterator[float]:

@@ -19,8 +19,11 @@ bf16 activations (fp32 for fp32 weights). Padding rows count as decode rows with
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+import numpy as np
 
 from sim.batch_shape import BatchShape
 from sim.cost_model import CostModel, StepCost
@@ -139,6 +142,18 @@ class RooflineCostModel(CostModel):
             lm_head=self.lm_head_time(shape), allreduce=self.allreduce_time(shape),
             overhead=self._rates.overhead)
 
+    def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int) -> Iterator[float]:
+        """step_time(BatchShape.decode(seq_lens + j, padded)) for j = 0, 1, ..., as the same
+        float operations on the shape's totals (decode: attention pairs = KV tokens)."""
+        r, rows, b = self._rates, padded_batch_size, len(seq_lens)
+        linear, lm_head = max(rows * r.linear_per_row, r.linear_weights), self.lm_head_time_rows(rows)
+        allreduce = 0.0 if self.tp == 1 else rows * r.allreduce_per_row
+        kv = int(seq_lens.sum()) + rows - b   # padding rows read one key each
+        while True:
+            attention = max(kv * r.attention_per_pair, kv * r.attention_per_kv_token)
+            yield float(sum((linear, attention, lm_head, allreduce, r.overhead)))
+            kv += b
+
     def _compute_rate(self, peak: float) -> float:
         return peak * self.effective_efficiencies.compute
 
@@ -154,7 +169,10 @@ class RooflineCostModel(CostModel):
         return max(shape.attention_pairs * r.attention_per_pair, shape.kv_tokens * r.attention_per_kv_token)
 
     def lm_head_time(self, shape: BatchShape) -> float:
-        r, rows = self._rates, shape.padded_lm_head_rows
+        return self.lm_head_time_rows(shape.padded_lm_head_rows)
+
+    def lm_head_time_rows(self, rows: int) -> float:
+        r = self._rates
         return 0.0 if rows == 0 else max(rows * r.lm_head_per_row, r.lm_head_weights)
 
     def allreduce_time(self, shape: BatchShape) -> float:

@@ -10,15 +10,27 @@ intermediate prefill chunk (it records -1), but the runner still returns one per
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+from typing import NamedTuple
+
 import numpy as np
 
-from shared.cuda_graph import can_run_graph, cuda_graph_batch_sizes, padded_batch_size
+from shared.cuda_graph import can_run_graph, cuda_graph_batch_sizes, graph_fits, padded_batch_size
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.forward_batch import ForwardBatch
 from shared.model_runner import RunnerOutput
 from sim.batch_shape import BatchShape
 from sim.cost_model import CostModel
 from sim.token_source import TokenSource
+
+
+class DecodeRunTimes(NamedTuple):
+    """The priced steps of a decode run (shared.decode_run), as `forward` prices each."""
+
+    durations: Iterator[float]  # seconds of step j, priced when drawn
+    graph: bool
+    padded_batch_size: int
 
 
 class SimModelRunner:
@@ -43,6 +55,23 @@ class SimModelRunner:
 
     def sample(self, output: RunnerOutput, forward_batch: ForwardBatch) -> np.ndarray:
         return self.token_source.token_ids(forward_batch.rids, self.output_indices(forward_batch))
+
+    def decode_run_tokens(self, rids: tuple[str, ...], output_lens: np.ndarray, steps: int) -> np.ndarray:
+        """[k, B] the ids `sample` would return over the next k <= `steps` decode steps of
+        these requests (holding output_lens tokens now); k stops before a step in which the
+        token source ends a request (its `finished`)."""
+        k = self.token_source.steps_before_end(rids, output_lens, steps)
+        return self.token_source.token_matrix(rids, output_lens, k)
+
+    def decode_run_times(self, seq_lens: np.ndarray, steps: int) -> DecodeRunTimes:
+        """What `forward` decides and prices for the next `steps` decode steps of a batch
+        whose seq_lens ([B], last step's token included) grow by one per step; the
+        durations are priced lazily, as the driver draws them."""
+        b = len(seq_lens)
+        graph = graph_fits(b, self.graph_sizes)
+        padded = padded_batch_size(b, self.graph_sizes) if graph else b
+        times = self.cost_model.decode_step_times(seq_lens + 1, padded)
+        return DecodeRunTimes(itertools.islice(times, steps), graph, padded)
 
     def output_indices(self, fb: ForwardBatch) -> np.ndarray:
         """[B] int64: the output index each row samples, len(output_ids).

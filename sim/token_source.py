@@ -47,6 +47,18 @@ class TokenSource(ABC):
     def token_ids(self, rids: Sequence[str], indices: Sequence[int]) -> np.ndarray:
         """[B] int64: one id per (rid, output index) pair."""
 
+    def token_matrix(self, rids: Sequence[str], first_indices: np.ndarray, steps: int) -> np.ndarray:
+        """[steps, B] int64: row j holds output token first_indices[i] + j of each request
+        (the next `steps` decode steps of a batch, shared.decode_run)."""
+        first = np.asarray(first_indices, dtype=np.int64)
+        rows = [self.token_ids(rids, first + j) for j in range(steps)]
+        return np.stack(rows) if rows else np.zeros((0, len(rids)), np.int64)
+
+    def steps_before_end(self, rids: Sequence[str], output_lens: np.ndarray, steps: int) -> int:
+        """Of the next `steps` decode steps (requests holding output_lens tokens now), how
+        many pass before `finished` ends one of the requests (`steps` when none ends)."""
+        return steps
+
     def finished_after(self, rid: str, output_len: int) -> FinishReason | None:
         """The reason the source ends `rid` once it has `output_len` output tokens, or None."""
         return None
@@ -121,6 +133,11 @@ class SyntheticTokenSource(TokenSource):
         raw = splitmix64(keys, np.asarray(indices, dtype=np.int64))
         return skip_ids(raw % np.uint64(self._choices), self.excluded)
 
+    def token_matrix(self, rids: Sequence[str], first_indices: np.ndarray, steps: int) -> np.ndarray:
+        keys = self._batch_keys(rids)                                        # [B]
+        indices = np.asarray(first_indices, dtype=np.int64) + np.arange(steps)[:, None]  # [k, B]
+        return skip_ids(splitmix64(keys, indices) % np.uint64(self._choices), self.excluded)
+
 
 def ends_externally(reason: FinishReason | None) -> bool:
     """Whether a recorded finish needs the caller to end the request: an abort, or a stop
@@ -155,6 +172,14 @@ class ReplayTokenSource(TokenSource):
     def finished_after(self, rid: str, output_len: int) -> FinishReason | None:
         end = self.ends.get(rid)
         return end[1] if end is not None and end[0] == output_len else None
+
+    def steps_before_end(self, rids: Sequence[str], output_lens: np.ndarray, steps: int) -> int:
+        # NOTE: `finished` ends rid in the step after which it holds its recorded output_len.
+        for rid, have in zip(rids, np.asarray(output_lens).tolist(), strict=True):
+            end = self.ends.get(rid)
+            if end is not None and end[0] > have:
+                steps = min(steps, end[0] - have - 1)
+        return steps
 
     def finished(self, batch: ScheduleBatch, ids: np.ndarray) -> dict[str, FinishReason]:
         if not self.ends:
