@@ -100,6 +100,8 @@ class BatchResultProcessor:
         # read as unsigned is >= vocab_size, so one comparison finds ids outside the vocabulary.
         maybe = seq_lens - batch.prompt_lens >= batch.max_new_tokens - 1
         maybe |= ids.view(np.uint64) >= batch.vocab_size
+        if batch.ignore_eos.all():
+            return maybe
         eos_hit = (ids[..., None] == self.eos_array).any(axis=-1)  # np.isin is ~5x slower here
         maybe |= ~batch.ignore_eos & (eos_hit | batch.per_request_info().has_stop_ids)
         return maybe

@@ -1,19 +1,20 @@
-"""Decode runs: k decode steps of an unchanged running batch, applied at once.
+"""Decode runs: a scheduled decode step and the steps that follow it unchanged, applied at once.
 
 Between events (an arrival, a finish, an abort, an admission attempt, a KV shortage) the
 running batch decodes step after step with the same requests, and each step only takes one
 KV slot and appends one token per request. A driver that knows the next steps' tokens and
-durations in advance (the simulator's token source and cost model do) can apply them in bulk:
+durations in advance (the simulator's token source and cost model do) can apply them in bulk,
+right after `get_next_batch_to_run` returned a DECODE batch (step 0, already prepared):
 
-    k = scheduler.decode_run_limit(max_steps)          # steps the scheduler's state allows
+    k = scheduler.decode_run_limit(max_steps)            # step 0 and the steps that may follow
     tokens = ...                                         # [k, B] the next k tokens per request
     k = scheduler.decode_run_steps_before_finish(tokens) # steps in which no request can end
-    scheduler.apply_decode_run(tokens[:k], starts, graph, padded_batch_size)
+    scheduler.apply_decode_run(tokens[:k], starts, graph, padded_batch_size)   # if k > 0
 
 That leaves the scheduler, the KV memory, the requests and the trace exactly as k rounds of
-`get_next_batch_to_run` -> `process_batch_result` would have, start times and durations
-included. NOTE: that equality is the contract; tests/test_decode_run.py checks it on whole
-simulations, with and without runs, field by field.
+`process_batch_result` -> `get_next_batch_to_run` would have (ending with step k - 1
+processed), start times and durations included. NOTE: that equality is the contract;
+tests/test_decode_run.py checks it on whole simulations, with and without runs, field by field.
 """
 
 from __future__ import annotations
@@ -32,19 +33,20 @@ EMPTY.flags.writeable = False
 
 
 def decode_run_limit(s: Scheduler, max_steps: int) -> int:
-    """How many decode steps of the running batch can follow with no scheduling decision:
-    the last step decoded this batch, nothing can be admitted, no request is chunked, aborted
-    or finished, no request reaches its length limit, and every step finds its KV slots free
-    without evicting. 0 when the next step must go through `get_next_batch_to_run`."""
+    """How many decode steps, the one just scheduled (the running batch, prepared by
+    get_next_batch_to_run) first, can be applied in bulk: none if that step may finish a
+    request by length; further steps only while nothing can be admitted, no request is
+    chunked or aborted or reaches its length limit, and every step finds its KV slots free
+    without evicting. Tokens can still end requests: see steps_before_finish."""
     batch = s.running_batch
-    if (batch is None or s.last_batch is not batch or not batch.forward_mode.is_decode()
-            or s.pending_aborts or s._finished_since_filter or s.chunked_req is not None
+    # NOTE: in step j of the run a request has seq_lens + j - prompt + 1 outputs (seq_lens
+    # counts step 0's token); _process_decode checks it once that reaches max_new_tokens - 1.
+    to_limit = int(np.min(batch.max_new_tokens - 1 - (batch.seq_lens - batch.prompt_lens)))
+    if (s.last_batch is not batch or not batch.forward_mode.is_decode() or s.pending_aborts
+            or s._finished_since_filter or s.chunked_req is not None
             or (s.waiting_queue and not s.batch_is_full)):
-        return 0
-    # NOTE: after step j a request has seq_lens + j + 1 - prompt outputs; _process_decode
-    # checks it for a finish once that reaches max_new_tokens - 1.
-    to_limit = int(np.min(batch.max_new_tokens - 2 - (batch.seq_lens - batch.prompt_lens)))
-    return max(0, min(max_steps, to_limit, _steps_with_free_slots(s.mem, batch, max_steps)))
+        return max(0, min(1, to_limit, max_steps))
+    return max(0, min(max_steps, to_limit, 1 + _steps_with_free_slots(s.mem, batch, max_steps)))
 
 
 def _steps_with_free_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) -> int:
@@ -61,10 +63,10 @@ def _steps_with_free_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) 
 
 
 def steps_before_finish(s: Scheduler, tokens: np.ndarray) -> int:
-    """The number of leading steps of `tokens` ([k, B], step j's id per request) in which
-    no request could finish (the same test `_process_decode` applies to every step)."""
+    """The number of leading steps of `tokens` ([k, B], step j's id per request; step 0 the
+    scheduled one) in which no request could finish (`_process_decode`'s test)."""
     batch = s.running_batch
-    seq = batch.seq_lens + np.arange(1, len(tokens) + 1)[:, None]   # [k, B] after step j
+    seq = batch.seq_lens + np.arange(len(tokens))[:, None]          # [k, B] during step j
     maybe = s.results.may_finish(batch, seq, tokens).any(axis=1)     # [k]
     hits = np.flatnonzero(maybe)
     return int(hits[0]) if len(hits) else len(tokens)
@@ -72,30 +74,35 @@ def steps_before_finish(s: Scheduler, tokens: np.ndarray) -> int:
 
 def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], graph: bool,
                      padded_batch_size: int) -> None:
-    """Apply k = len(tokens) decode steps; step j starts at starts[j] and ends at
-    starts[j + 1]. The caller checked k against decode_run_limit / steps_before_finish."""
-    batch = s.running_batch
-    k = len(tokens)
-    rows, seq0 = batch.req_pool_indices, batch.seq_lens
-    slots, used = _alloc_slots(s.mem, batch, k)                      # [k, B], [k]
-    positions = seq0 + np.arange(k)[:, None]                         # [k, B]
-    s.mem.req_to_token_pool.req_to_token[rows, positions] = slots
-    inputs = np.vstack((batch.output_ids[None], tokens[:-1]))        # [k, B]
+    """Apply k = len(tokens) >= 1 decode steps, the first the scheduled one; step j starts at
+    starts[j] and ends at starts[j + 1]. The caller checked k against decode_run_limit and
+    steps_before_finish."""
+    batch, mem = s.running_batch, s.mem
+    k, seq0 = len(tokens), batch.seq_lens                            # seq0: step 0's lengths
+    used0 = mem.allocator.size - mem.allocator.available_size()
+    more, used = _alloc_slots(mem, batch, k - 1)                     # [k - 1, B], [k - 1]
+    slots = np.vstack((batch.out_cache_loc[None], more))             # [k, B]
+    positions = seq0 - 1 + np.arange(k)[:, None]                     # [k, B]
+    mem.req_to_token_pool.req_to_token[batch.req_pool_indices, positions[1:]] = more
+    inputs = np.vstack((batch.input_ids[None], tokens[:-1]))         # [k, B]
     for req, toks in zip(batch.reqs, tokens.T.tolist(), strict=True):
         req.output_ids.extend(toks)
-    _record(s, batch, inputs, positions, slots, tokens, used, starts, graph, padded_batch_size)
-    for _ in range(k):
+    _record(s, batch, inputs, positions, slots, tokens, [used0, *used], starts, graph,
+            padded_batch_size)
+    for _ in range(k - 1):
         s.new_token_ratio.on_decode()
-    batch.seq_lens = seq0 + k
+    batch.seq_lens = seq0 + (k - 1)
     batch.input_ids, batch.out_cache_loc, batch.output_ids = inputs[-1], slots[-1], tokens[-1]
     batch._positions = None
     s.step_start = starts[k - 1]
 
 
 def _alloc_slots(mem: KVMemory, batch: ScheduleBatch, k: int) -> tuple[np.ndarray, list[int]]:
-    """[k, B] slots as k calls of alloc_for_decode would hand them out, and the KV tokens in
-    use after each step."""
+    """[k, B] slots as the next k calls of alloc_for_decode would hand them out (for
+    positions seq_lens, seq_lens + 1, ...), and the KV tokens in use after each."""
     a, b = mem.allocator, len(batch)
+    if k == 0:
+        return np.zeros((0, b), np.int64), []
     used0 = a.size - a.available_size()
     if mem.page_size == 1:
         slots = a.alloc(k * b).reshape(k, b)   # FIFO: step j takes the next B free slots

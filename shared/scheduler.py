@@ -125,7 +125,7 @@ class Scheduler:
     # --- decode runs (shared.decode_run) -----------------------------------------------
 
     def decode_run_limit(self, max_steps: int) -> int:
-        """Decode steps of the running batch that can be applied in bulk now (0: none)."""
+        """Decode steps, the one just scheduled first, that can be applied in bulk (0: none)."""
         return decode_run.decode_run_limit(self, max_steps)
 
     def decode_run_steps_before_finish(self, tokens) -> int:

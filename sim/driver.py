@@ -107,10 +107,11 @@ class EngineLoop:
         sched = self.scheduler
         while True:
             self.admit()
-            if self.decode_runs and (yield from self.decode_run()):
-                continue
             batch = sched.get_next_batch_to_run(self.env.now)
-            if batch is not None:
+            if batch is not None and self.decode_runs and batch.forward_mode.is_decode():
+                if not (yield from self.decode_run(batch)):
+                    yield from self.step(batch)
+            elif batch is not None:
                 yield from self.step(batch)
             elif self.next < len(self.requests):
                 self.idle = self.env.event()
@@ -139,14 +140,14 @@ class EngineLoop:
         if done and self.progress is not None:
             self.progress.update(len(done))
 
-    def decode_run(self) -> Iterator[simpy.Event]:
-        """Apply the running batch's next decode steps up to the next event at once; returns
-        False (having changed nothing) when not even one step qualifies."""
+    def decode_run(self, batch: ScheduleBatch) -> Iterator[simpy.Event]:
+        """Apply the scheduled decode step `batch` and the unchanged steps after it up to the
+        next event at once; returns False (having changed nothing) when its first step may
+        finish a request (the step-by-step path then runs it)."""
         sched, runner = self.scheduler, self.runner
         k = sched.decode_run_limit(MAX_DECODE_RUN)
         if k == 0:
             return False
-        batch = sched.running_batch
         times = runner.decode_run_times(batch.seq_lens, k)
         starts = self.run_starts(times.durations)      # cut at the next arrival
         info = batch.per_request_info()

@@ -64,13 +64,13 @@ class SimModelRunner:
         return self.token_source.token_matrix(rids, output_lens, k)
 
     def decode_run_times(self, seq_lens: np.ndarray, steps: int) -> DecodeRunTimes:
-        """What `forward` decides and prices for the next `steps` decode steps of a batch
-        whose seq_lens ([B], last step's token included) grow by one per step; the
-        durations are priced lazily, as the driver draws them."""
+        """What `forward` decides and prices for `steps` decode steps of a batch whose
+        seq_lens ([B], the step's token included) start at `seq_lens` and grow by one per
+        step; the durations are priced lazily, as the driver draws them."""
         b = len(seq_lens)
         graph = graph_fits(b, self.graph_sizes)
         padded = padded_batch_size(b, self.graph_sizes) if graph else b
-        times = self.cost_model.decode_step_times(seq_lens + 1, padded)
+        times = self.cost_model.decode_step_times(seq_lens, padded)
         return DecodeRunTimes(itertools.islice(times, steps), graph, padded)
 
     def output_indices(self, fb: ForwardBatch) -> np.ndarray:
