@@ -28,10 +28,6 @@ if TYPE_CHECKING:
     from shared.schedule_batch import ScheduleBatch
     from shared.scheduler import Scheduler
 
-EMPTY = np.zeros(0, np.int64)
-EMPTY.flags.writeable = False
-
-
 def decode_run_limit(s: Scheduler, max_steps: int) -> int:
     """How many decode steps, the one just scheduled (the running batch, prepared by
     get_next_batch_to_run) first, can be applied in bulk: none if that step may finish a
@@ -120,13 +116,13 @@ def _alloc_slots(mem: KVMemory, batch: ScheduleBatch, k: int) -> tuple[np.ndarra
 def _record(s: Scheduler, batch: ScheduleBatch, inputs: np.ndarray, positions: np.ndarray,
             slots: np.ndarray, tokens: np.ndarray, used: list[int], starts: list[float],
             graph: bool, padded: int) -> None:
-    rows = np.arange(len(batch), dtype=np.int64)
+    rows, empty = np.arange(len(batch), dtype=np.int64), np.zeros(0, np.int64)
     rids, queue, append = batch.rids, len(s.waiting_queue), s.trace.append_step
     for j in range(len(tokens)):
         append(step=s.step, forward_mode="DECODE", rids=rids, input_ids=inputs[j],
                positions=positions[j], out_cache_loc=slots[j], req_pool_indices=batch.req_pool_indices,
-               seq_lens=positions[j] + 1, extend_prefix_lens=EMPTY, extend_seq_lens=EMPTY,
-               extend_start_loc=EMPTY, extend_logprob_start_lens=EMPTY, pruned_rows=rows,
+               seq_lens=positions[j] + 1, extend_prefix_lens=empty, extend_seq_lens=empty,
+               extend_start_loc=empty, extend_logprob_start_lens=empty, pruned_rows=rows,
                sample_indices=rows, next_token_ids=tokens[j], graph=graph,
                padded_batch_size=padded, start_time=starts[j],
                duration=starts[j + 1] - starts[j], queue_len=queue, kv_used_tokens=used[j])

@@ -101,7 +101,7 @@ class RadixCache:
         kv = self.req_to_token_pool.req_to_token[req.req_pool_idx, :committed].astype(np.int64)
         aligned = committed // self.page_size * self.page_size
         if is_insert:
-            tokens = (req.origin_input_ids + req.output_ids)[:aligned]
+            tokens = req.all_token_ids()[:aligned]
             already = self.insert(tokens, kv[:aligned])
             self.allocator.free(kv[req.cache_protected_len : already])
         else:

@@ -6,6 +6,9 @@ Interval picture of one request's `req_to_token` row (all lengths in tokens):
     [cache_protected_len, len(prefix_indices))   request-private prefix (earlier chunks'
                                                  unaligned tail when page_size > 1)
     [len(prefix_indices), len(fill_ids))         computed by this extend
+
+Token ids: `origin_input_ids` and `output_ids` are lists of ints (the API); `fill_ids`, the
+tokens of this round, is an [n] int64 array over `origin_input_array` (built once).
     kv_committed_len                  tokens whose KV is valid after the last forward
 """
 
@@ -32,7 +35,7 @@ class Req:
     sampling_params: SamplingParams = field(default_factory=SamplingParams)
     arrival_time: float = 0.0
     output_ids: list[int] = field(default_factory=list)
-    fill_ids: list[int] = field(default_factory=list)
+    fill_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # [n] int64
     prefix_indices: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     extend_input_len: int = 0
     extend_logprob_start_len: int = 0
@@ -50,9 +53,10 @@ class Req:
     retraction_count: int = 0
     cached_tokens: int = 0
     already_computed: int = 0
+    _origin_array: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.origin_input_ids = [int(t) for t in self.origin_input_ids]
+        self.origin_input_ids = list(map(int, self.origin_input_ids))
         # SGLang's handle_generate_request defaulting: no logprobs -> -1; logprobs asked
         # without a start -> start at the end of the prompt (output logprobs only).
         p = self.sampling_params
@@ -67,6 +71,25 @@ class Req:
         return (f"Req(rid={self.rid!r}, prompt_len={len(self.origin_input_ids)}, "
                 f"output_len={len(self.output_ids)}, prefix={len(self.prefix_indices)}, "
                 f"extend={self.extend_input_len}, row={self.req_pool_idx})")
+
+    @property
+    def origin_input_array(self) -> np.ndarray:
+        """[P] int64 read-only copy of the prompt, built on first use. A prompt numpy cannot
+        hold as int64 gives an object array (validation rejects it)."""
+        if self._origin_array is None:
+            try:
+                arr = np.array(self.origin_input_ids, dtype=np.int64)
+            except (OverflowError, ValueError, TypeError):
+                arr = np.array(self.origin_input_ids, dtype=object)
+            arr.flags.writeable = False
+            self._origin_array = arr
+        return self._origin_array
+
+    def all_token_ids(self) -> np.ndarray:
+        """[P + O] int64 prompt then outputs."""
+        if not self.output_ids:
+            return self.origin_input_array
+        return np.concatenate((self.origin_input_array, np.array(self.output_ids, dtype=np.int64)))
 
     @property
     def return_logprob(self) -> bool:
@@ -87,7 +110,7 @@ class Req:
         (rows from there on need hidden states). Without a cache (a chunked request
         continuing) `prefix_indices` stays what the stash left.
         """
-        self.fill_ids = self.origin_input_ids + self.output_ids
+        self.fill_ids = self.all_token_ids()
         max_prefix = len(self.fill_ids) - 1
         if self.return_logprob and self.logprob_start_len >= 0:
             max_prefix = min(max_prefix, self.logprob_start_len)

@@ -127,10 +127,18 @@ def steps_frame(trace: Trace) -> Any:
     """One row per StepRecord, columns STEP_COLUMNS."""
     import pandas as pd
 
-    rows = [(step, mode, len(rids), len(ids), kv, queue, start, dur) for step, mode, rids, ids, kv, queue,
-            start, dur in trace.step_fields("step", "forward_mode", "rids", "input_ids",
-                                            "kv_used_tokens", "queue_len", "start_time", "duration")]
-    return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+    fields = trace.step_fields("step", "forward_mode", "rids", "input_ids", "kv_used_tokens",
+                               "queue_len", "start_time", "duration")
+    if not fields:
+        return pd.DataFrame(columns=list(STEP_COLUMNS))
+    step, mode, rids, ids, kv, queue, start, dur = zip(*fields)
+    n = len(fields)
+    return pd.DataFrame({
+        "step": np.array(step, dtype=np.int64), "forward_mode": pd.Series(mode, dtype=object),
+        "batch_size": np.fromiter(map(len, rids), np.int64, n),
+        "num_tokens": np.fromiter(map(len, ids), np.int64, n),
+        "kv_used_tokens": np.array(kv, dtype=np.int64), "queue_len": np.array(queue, dtype=np.int64),
+        "start_time": np.array(start, dtype=float), "duration": np.array(dur, dtype=float)})
 
 
 def inter_token_latencies(trace: Trace, rids: set[str]) -> np.ndarray:
@@ -155,15 +163,17 @@ def inter_token_latencies(trace: Trace, rids: set[str]) -> np.ndarray:
 def _token_rows(fields: list[tuple], code_of: dict[str, int]):
     """Flat [N] request codes (-1: not asked for), token ids and step end times."""
     cache: dict[int, np.ndarray] = {}
-    codes, tokens, times = [], [], []
-    for rids, ids, start, dur in fields:
+    codes = []
+    for rids, _, _, _ in fields:
         key = id(rids)  # decode steps of an unchanged batch share one rids tuple
         if key not in cache:
             cache[key] = np.array([code_of.get(r, -1) for r in rids], dtype=np.int64)
         codes.append(cache[key])
-        tokens.append(np.asarray(ids, dtype=np.int64))
-        times.append(np.full(len(rids), start + dur))
-    return np.concatenate(codes), np.concatenate(tokens), np.concatenate(times)
+    _, ids, start, dur = zip(*fields)
+    sizes = np.fromiter(map(len, ids), np.int64, len(ids))
+    ends = np.array(start, dtype=float) + np.array(dur, dtype=float)
+    tokens = np.concatenate([np.asarray(i, dtype=np.int64) for i in ids])
+    return np.concatenate(codes), tokens, np.repeat(ends, sizes)
 
 
 def summarize(requests: Any, done: np.ndarray, itl: np.ndarray,

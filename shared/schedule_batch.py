@@ -7,6 +7,7 @@ every token whose KV is in the cache after this forward, this forward's tokens i
 
 from __future__ import annotations
 
+import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -114,8 +115,7 @@ class ScheduleBatch:
         reqs = self.reqs
         pre = _i64([len(r.prefix_indices) for r in reqs])
         seq = _i64([len(r.fill_ids) for r in reqs])
-        self.input_ids = _i64([t for r, p in zip(reqs, pre.tolist(), strict=True)
-                               for t in r.fill_ids[p:]])
+        self.input_ids = np.concatenate([r.fill_ids[p:] for r, p in zip(reqs, pre.tolist(), strict=True)])
         self.out_cache_loc = self.mem.alloc_for_extend(reqs)
         self.req_pool_indices = _i64([r.req_pool_idx for r in reqs])
         self.seq_lens, self.prefix_lens, self.extend_lens = seq, pre, seq - pre
@@ -154,7 +154,7 @@ class ScheduleBatch:
     def mix_with_running(self, running: ScheduleBatch) -> None:
         """Append a decode-prepared running batch as 1-token extends (MIXED)."""
         for r in running.reqs:
-            r.fill_ids = r.origin_input_ids + r.output_ids
+            r.fill_ids = r.all_token_ids()
             r.set_extend_input_len(1)
         input_ids = np.concatenate((self.input_ids, running.input_ids))
         out_cache_loc = np.concatenate((self.out_cache_loc, running.out_cache_loc))
@@ -253,11 +253,18 @@ def _build_info(reqs: list[Req]) -> PerRequestInfo:
 
 def _select_info(info: PerRequestInfo, keep_list: list[int], keep: np.ndarray) -> PerRequestInfo:
     """The info of a filtered batch, without revisiting the requests (cost O(kept))."""
-    pick = lambda t: tuple(t[i] for i in keep_list)  # noqa: E731
+    pick = _picker(keep_list)
     params = pick(info.sampling_params)
     return PerRequestInfo(pick(info.rids), params, info.sampling_seeds[keep], pick(info.output_ids),
                           pick(info.top_logprobs_nums), any(p.return_logprob for p in params),
                           info.has_stop_ids[keep])
+
+
+def _picker(keep_list: list[int]):
+    """t -> tuple(t[i] for i in keep_list), at C speed."""
+    if len(keep_list) > 1:
+        return operator.itemgetter(*keep_list)
+    return lambda t: tuple(t[i] for i in keep_list)
 
 
 def _concat_info(a: PerRequestInfo, b: PerRequestInfo) -> PerRequestInfo:

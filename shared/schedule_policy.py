@@ -94,7 +94,7 @@ class SchedulePolicy:
         waiting_tree = new_waiting_queue_tree() if in_batch_dedup else None
         deferred = []
         for r in queue:
-            key = r.origin_input_ids + r.output_ids
+            key = r.all_token_ids()
             r.prefix_indices, r.last_node = self.tree_cache.match_prefix(key)
             deferred.append(waiting_tree is not None
                             and defer_in_batch(waiting_tree, key, len(r.prefix_indices)))

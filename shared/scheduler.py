@@ -66,7 +66,7 @@ class Scheduler:
         if req.rid in self.reqs or req.rid in self.trace.requests:
             raise InvalidRequestError("rid", req.rid, "a request with this id was already submitted")
         cfg = self.config
-        validate_request(req.origin_input_ids, req.sampling_params,
+        validate_request(req.origin_input_array, req.sampling_params,
                          vocab_size=self.model_info.vocab_size, context_len=cfg.context_length,
                          max_total_tokens=cfg.max_total_tokens, page_size=cfg.page_size)
         self.reqs[req.rid] = req

@@ -105,7 +105,7 @@ def test_a_request_above_the_chunk_budget_becomes_the_chunked_request(ps, first_
     _offer(adder, big)
     assert adder.new_chunked_req is big and adder.can_run_list[-1] is big
     assert big.extend_input_len == want_trunc
-    assert big.fill_ids == big.origin_input_ids[:want_trunc]
+    assert big.fill_ids.tolist() == big.origin_input_ids[:want_trunc]
     assert adder.rem_chunk_tokens == chunk_before - want_trunc
     assert adder.rem_total_token_offset == offset_before + want_trunc + 0 + ps  # no decode reserve
 
@@ -183,7 +183,7 @@ def test_add_chunked_req_returns_the_request_until_its_last_chunk(ps):
         assert adder.can_run_list == [req]
         last = computed == 20
         assert req.extend_input_len == (5 if last else 10)
-        assert req.fill_ids == req.origin_input_ids[: computed + req.extend_input_len]
+        assert req.fill_ids.tolist() == req.origin_input_ids[: computed + req.extend_input_len]
         reserve = 30 if last else 0
         assert adder.rem_total_token_offset == req.extend_input_len + reserve + ps
     assert results == [req, req, None]
