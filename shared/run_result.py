@@ -131,7 +131,7 @@ def steps_frame(trace: Trace) -> Any:
                                "queue_len", "start_time", "duration")
     if not fields:
         return pd.DataFrame(columns=list(STEP_COLUMNS))
-    step, mode, rids, ids, kv, queue, start, dur = zip(*fields)
+    step, mode, rids, ids, kv, queue, start, dur = zip(*fields, strict=True)
     n = len(fields)
     return pd.DataFrame({
         "step": np.array(step, dtype=np.int64), "forward_mode": pd.Series(mode, dtype=object),
@@ -169,7 +169,7 @@ def _token_rows(fields: list[tuple], code_of: dict[str, int]):
         if key not in cache:
             cache[key] = np.array([code_of.get(r, -1) for r in rids], dtype=np.int64)
         codes.append(cache[key])
-    _, ids, start, dur = zip(*fields)
+    _, ids, start, dur = zip(*fields, strict=True)
     sizes = np.fromiter(map(len, ids), np.int64, len(ids))
     ends = np.array(start, dtype=float) + np.array(dur, dtype=float)
     tokens = np.concatenate([np.asarray(i, dtype=np.int64) for i in ids])
