@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shared.forward_mode import ForwardMode
-from shared.logit_rows import LogitRows, select_logit_rows
+from shared.logit_rows import LogitRows, decode_logit_rows, select_logit_rows
 from shared.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
@@ -75,8 +75,7 @@ class ForwardBatch:
 
 def _logit_rows(batch: ScheduleBatch) -> LogitRows:
     if batch.forward_mode.is_decode():
-        rows = np.arange(len(batch.reqs), dtype=np.int64)
-        return LogitRows(rows, rows, np.zeros(0, np.int64))
+        return decode_logit_rows(len(batch.reqs))
     starts = batch.extend_logprob_start_lens
     needs_input_logprobs = batch.return_logprob and bool(np.any(starts < batch.extend_lens))
     return select_logit_rows(batch.extend_lens, starts if needs_input_logprobs else None)

@@ -20,6 +20,12 @@ class LogitRows(NamedTuple):
     input_logprob_indices: np.ndarray  # [L] int64 indices into pruned_rows
 
 
+def decode_logit_rows(batch_size: int) -> LogitRows:
+    """A decode batch's rows: every request's one token becomes logits and is sampled."""
+    rows = np.arange(batch_size, dtype=np.int64)
+    return LogitRows(rows, rows, np.zeros(0, np.int64))
+
+
 def _ragged_arange(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """concat_i arange(starts_i, starts_i + counts_i)."""
     offsets = np.cumsum(counts) - counts

@@ -44,6 +44,7 @@ from tqdm import tqdm
 
 from shared.finish_reason import FinishReason
 from shared.forward_batch import ForwardBatch
+from shared.logit_rows import decode_logit_rows
 from shared.model_runner import ModelRunner, RunnerOutput
 from sim.batch_shape import BatchShape
 from sim.cost_model import CostModel
@@ -134,7 +135,9 @@ class EngineLoop:
         fb = ForwardBatch.init_new(batch)
         out = self.runner.forward(fb)
         yield self.env.timeout(self.step_time(fb, out))
-        ids = self.runner.sample(out, fb)
+        self.process(batch, out, self.runner.sample(out, fb))
+
+    def process(self, batch: ScheduleBatch, out: RunnerOutput, ids: np.ndarray) -> None:
         finished = self.finished_hook(batch, ids) if self.finished_hook is not None else None
         done = self.scheduler.process_batch_result(batch, out, ids, self.env.now, finished)
         if done and self.progress is not None:
@@ -142,35 +145,41 @@ class EngineLoop:
 
     def decode_run(self, batch: ScheduleBatch) -> Iterator[simpy.Event]:
         """Apply the scheduled decode step `batch` and the unchanged steps after it up to the
-        next event at once; returns False (having changed nothing) when its first step may
-        finish a request (the step-by-step path then runs it)."""
+        next event at once; a first step that may finish a request runs alone, on the
+        tokens and price looked ahead. Returns False (having changed nothing) when the
+        token source ends a request in the first step (the step-by-step path runs it)."""
         sched, runner = self.scheduler, self.runner
         k = sched.decode_run_limit(MAX_DECODE_RUN)
-        if k == 0:
-            return False
-        times = runner.decode_run_times(batch.seq_lens, k)
-        starts = self.run_starts(times.durations)      # cut at the next arrival
+        times = runner.decode_run_times(batch.seq_lens, max(k, 1))
+        starts, durations = self.run_starts(times.durations)   # cut at the next arrival
         info = batch.per_request_info()
         output_lens = np.fromiter(map(len, info.output_ids), np.int64, len(batch))  # [B]
         tokens = runner.decode_run_tokens(info.rids, output_lens, len(starts) - 1)  # [k, B]
-        k = sched.decode_run_steps_before_finish(tokens)
-        if k == 0:
+        if len(tokens) == 0:
             return False
-        sched.apply_decode_run(tokens[:k], starts[: k + 1], times.graph, times.padded_batch_size)
-        for d in delays_to(self.env.now, starts[k]):
+        k = min(k, sched.decode_run_steps_before_finish(tokens))
+        if k > 0:
+            sched.apply_decode_run(tokens[:k], starts[: k + 1], times.graph, times.padded_batch_size)
+        for d in delays_to(self.env.now, starts[max(k, 1)]):
             yield self.env.timeout(d)
+        if k == 0:
+            out = RunnerOutput(decode_logit_rows(len(batch)), (len(batch), runner.vocab_size),
+                               graph=times.graph, padded_batch_size=times.padded_batch_size,
+                               duration=durations[0])
+            self.process(batch, out, tokens[0])
         return True
 
-    def run_starts(self, durations: Iterable[float]) -> list[float]:
-        """Start times of the run's steps, plus the end of the last: step j > 0 runs only
-        if no request arrives by its start (it would be admitted first)."""
+    def run_starts(self, durations: Iterable[float]) -> tuple[list[float], list[float]]:
+        """Start times of the run's steps plus the end of the last, and their durations:
+        step j > 0 runs only if no request arrives by its start (it would be admitted)."""
         nxt = self.requests[self.next].arrival_time if self.next < len(self.requests) else math.inf
-        starts = [self.env.now]
+        starts, taken = [self.env.now], []
         for d in durations:
-            if len(starts) > 1 and starts[-1] >= nxt:
+            if taken and starts[-1] >= nxt:
                 break
-            starts.append(starts[-1] + check_step_time(d))
-        return starts
+            taken.append(check_step_time(d))
+            starts.append(starts[-1] + d)
+        return starts, taken
 
     def step_time(self, fb: ForwardBatch, out: RunnerOutput) -> float:
         if self.clock is not None:
