@@ -22,6 +22,7 @@ NaN (output_len <= 1) counting as 0, as vllm's `--goodput`.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -167,7 +168,7 @@ def _token_rows(fields: list[tuple], code_of: dict[str, int]):
     for rids, _, _, _ in fields:
         key = id(rids)  # decode steps of an unchanged batch share one rids tuple
         if key not in cache:
-            cache[key] = np.array([code_of.get(r, -1) for r in rids], dtype=np.int64)
+            cache[key] = np.fromiter(map(code_of.get, rids, itertools.repeat(-1)), np.int64, len(rids))
         codes.append(cache[key])
     _, ids, start, dur = zip(*fields, strict=True)
     sizes = np.fromiter(map(len, ids), np.int64, len(ids))
