@@ -76,9 +76,9 @@ def count_run_steps(scheduler) -> list[int]:
     applied: list[int] = []
     apply = scheduler.apply_decode_run
 
-    def counted(tokens, *args) -> None:
+    def counted(tokens, *args, **kwargs) -> None:
         applied.append(len(tokens))
-        apply(tokens, *args)
+        apply(tokens, *args, **kwargs)
 
     scheduler.apply_decode_run = counted
     return applied

@@ -8,12 +8,14 @@ right after `get_next_batch_to_run` returned a DECODE batch (step 0, already pre
 
     k = scheduler.decode_run_limit(max_steps)            # step 0 and the steps that may follow
     tokens = ...                                         # [k, B] the next k tokens per request
-    k = scheduler.decode_run_steps_before_finish(tokens) # steps in which no request can end
-    scheduler.apply_decode_run(tokens[:k], starts, graph, padded_batch_size)   # if k > 0
+    f = scheduler.decode_run_steps_before_finish(tokens) # steps in which no request can end
+    scheduler.apply_decode_run(tokens[:f], starts, graph, padded_batch_size,
+                               schedule_next=f < k)      # if f > 0
+    scheduler.process_batch_result(batch, ..., tokens[f], ...)   # if f < k: step f as usual
 
-That leaves the scheduler, the KV memory, the requests and the trace exactly as k rounds of
-`process_batch_result` -> `get_next_batch_to_run` would have (ending with step k - 1
-processed), start times and durations included. NOTE: that equality is the contract;
+That leaves the scheduler, the KV memory, the requests and the trace exactly as rounds of
+`process_batch_result` -> `get_next_batch_to_run` would have, start times and durations
+included. NOTE: that equality is the contract;
 tests/test_decode_run.py checks it on whole simulations, with and without runs, field by field.
 """
 
@@ -30,19 +32,21 @@ if TYPE_CHECKING:
 
 def decode_run_limit(s: Scheduler, max_steps: int) -> int:
     """How many decode steps, the one just scheduled (the running batch, prepared by
-    get_next_batch_to_run) first, can be applied in bulk: none if that step may finish a
-    request by length; further steps only while nothing can be admitted, no request is
-    chunked or aborted or reaches its length limit, and every step finds its KV slots free
-    without evicting. Tokens can still end requests: see steps_before_finish."""
+    get_next_batch_to_run) first, could follow one another with no scheduling decision,
+    provided none of them but the last finishes a request: at least 1; more only while
+    nothing can be admitted, no request is chunked or aborted, and every step finds its KV
+    slots free without evicting; at most up to the first step in which a request may reach
+    its length limit. Tokens can end requests earlier: see steps_before_finish."""
     batch = s.running_batch
-    # NOTE: in step j of the run a request has seq_lens + j - prompt + 1 outputs (seq_lens
-    # counts step 0's token); _process_decode checks it once that reaches max_new_tokens - 1.
+    # NOTE: in step j a request has seq_lens + j - prompt + 1 outputs (seq_lens counts step 0's
+    # token); _process_decode checks it for a finish once that reaches max_new_tokens - 1.
     to_limit = int(np.min(batch.max_new_tokens - 1 - (batch.seq_lens - batch.prompt_lens)))
     if (s.last_batch is not batch or not batch.forward_mode.is_decode() or s.pending_aborts
             or s._finished_since_filter or s.chunked_req is not None
             or (s.waiting_queue and not s.batch_is_full)):
-        return max(0, min(1, to_limit, max_steps))
-    return max(0, min(max_steps, to_limit, 1 + _steps_with_free_slots(s.mem, batch, max_steps)))
+        return 1
+    free = _steps_with_free_slots(s.mem, batch, max_steps)
+    return max(1, min(max_steps, to_limit + 1, 1 + free))
 
 
 def _steps_with_free_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) -> int:
@@ -69,28 +73,30 @@ def steps_before_finish(s: Scheduler, tokens: np.ndarray) -> int:
 
 
 def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], graph: bool,
-                     padded_batch_size: int) -> None:
+                     padded_batch_size: int, schedule_next: bool = False) -> None:
     """Apply k = len(tokens) >= 1 decode steps, the first the scheduled one; step j starts at
-    starts[j] and ends at starts[j + 1]. The caller checked k against decode_run_limit and
-    steps_before_finish."""
+    starts[j] and ends at starts[j + 1]. With `schedule_next`, then schedule step k as
+    get_next_batch_to_run would (the caller processes its result). The caller checked the
+    steps against decode_run_limit and steps_before_finish."""
     batch, mem = s.running_batch, s.mem
     k, seq0 = len(tokens), batch.seq_lens                            # seq0: step 0's lengths
+    n = k if schedule_next else k - 1                                # steps after step 0 to allocate
     used0 = mem.allocator.size - mem.allocator.available_size()
-    more, used = _alloc_slots(mem, batch, k - 1)                     # [k - 1, B], [k - 1]
-    slots = np.vstack((batch.out_cache_loc[None], more))             # [k, B]
-    positions = seq0 - 1 + np.arange(k)[:, None]                     # [k, B]
+    more, used = _alloc_slots(mem, batch, n)                         # [n, B], [n]
+    slots = np.concatenate((batch.out_cache_loc[None], more))        # [n + 1, B]
+    positions = seq0 - 1 + np.arange(n + 1)[:, None]                 # [n + 1, B]
     mem.req_to_token_pool.req_to_token[batch.req_pool_indices, positions[1:]] = more
-    inputs = np.vstack((batch.input_ids[None], tokens[:-1]))         # [k, B]
+    inputs = np.concatenate((batch.input_ids[None], tokens))         # [k + 1, B] step j's input
     for req, toks in zip(batch.reqs, tokens.T.tolist(), strict=True):
         req.output_ids.extend(toks)
     _record(s, batch, inputs, positions, slots, tokens, [used0, *used], starts, graph,
             padded_batch_size)
-    for _ in range(k - 1):
+    for _ in range(n):
         s.new_token_ratio.on_decode()
-    batch.seq_lens = seq0 + (k - 1)
-    batch.input_ids, batch.out_cache_loc, batch.output_ids = inputs[-1], slots[-1], tokens[-1]
+    batch.seq_lens = seq0 + n
+    batch.input_ids, batch.out_cache_loc, batch.output_ids = inputs[n], slots[n], tokens[-1]
     batch._positions = None
-    s.step_start = starts[k - 1]
+    s.step_start = starts[n]
 
 
 def _alloc_slots(mem: KVMemory, batch: ScheduleBatch, k: int) -> tuple[np.ndarray, list[int]]:
@@ -118,10 +124,11 @@ def _record(s: Scheduler, batch: ScheduleBatch, inputs: np.ndarray, positions: n
             graph: bool, padded: int) -> None:
     rows, empty = np.arange(len(batch), dtype=np.int64), np.zeros(0, np.int64)
     rids, queue, append = batch.rids, len(s.waiting_queue), s.trace.append_step
+    seq_lens = positions + 1                                         # [k, B]
     for j in range(len(tokens)):
         append(step=s.step, forward_mode="DECODE", rids=rids, input_ids=inputs[j],
                positions=positions[j], out_cache_loc=slots[j], req_pool_indices=batch.req_pool_indices,
-               seq_lens=positions[j] + 1, extend_prefix_lens=empty, extend_seq_lens=empty,
+               seq_lens=seq_lens[j], extend_prefix_lens=empty, extend_seq_lens=empty,
                extend_start_loc=empty, extend_logprob_start_lens=empty, pruned_rows=rows,
                sample_indices=rows, next_token_ids=tokens[j], graph=graph,
                padded_batch_size=padded, start_time=starts[j],

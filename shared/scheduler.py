@@ -132,9 +132,11 @@ class Scheduler:
         """Leading steps of `tokens` [k, B] in which no request can finish."""
         return decode_run.steps_before_finish(self, tokens)
 
-    def apply_decode_run(self, tokens, starts: list[float], graph: bool, padded_batch_size: int) -> None:
-        """Apply len(tokens) decode steps at once, exactly as that many single steps."""
-        decode_run.apply_decode_run(self, tokens, starts, graph, padded_batch_size)
+    def apply_decode_run(self, tokens, starts: list[float], graph: bool, padded_batch_size: int,
+                         schedule_next: bool = False) -> None:
+        """Apply len(tokens) decode steps at once, exactly as that many single steps (and
+        with `schedule_next` schedule the next one)."""
+        decode_run.apply_decode_run(self, tokens, starts, graph, padded_batch_size, schedule_next)
 
     def _merge_last_batch(self) -> None:
         chunked = self.chunked_req

@@ -144,29 +144,29 @@ class EngineLoop:
             self.progress.update(len(done))
 
     def decode_run(self, batch: ScheduleBatch) -> Iterator[simpy.Event]:
-        """Apply the scheduled decode step `batch` and the unchanged steps after it up to the
-        next event at once; a first step that may finish a request runs alone, on the
-        tokens and price looked ahead. Returns False (having changed nothing) when the
-        token source ends a request in the first step (the step-by-step path runs it)."""
+        """Run the scheduled decode step `batch` and the unchanged steps after it up to the
+        next event (an arrival, or a step that may finish a request, which is processed as
+        usual) on looked-ahead tokens and prices. Returns False (having changed nothing)
+        when the token source ends a request in the first step (the step-by-step path runs it)."""
         sched, runner = self.scheduler, self.runner
-        k = sched.decode_run_limit(MAX_DECODE_RUN)
-        times = runner.decode_run_times(batch.seq_lens, max(k, 1))
+        times = runner.decode_run_times(batch.seq_lens, sched.decode_run_limit(MAX_DECODE_RUN))
         starts, durations = self.run_starts(times.durations)   # cut at the next arrival
         info = batch.per_request_info()
         output_lens = np.fromiter(map(len, info.output_ids), np.int64, len(batch))  # [B]
         tokens = runner.decode_run_tokens(info.rids, output_lens, len(starts) - 1)  # [k, B]
         if len(tokens) == 0:
             return False
-        k = min(k, sched.decode_run_steps_before_finish(tokens))
-        if k > 0:
-            sched.apply_decode_run(tokens[:k], starts[: k + 1], times.graph, times.padded_batch_size)
-        for d in delays_to(self.env.now, starts[max(k, 1)]):
+        f = sched.decode_run_steps_before_finish(tokens)
+        if f > 0:
+            sched.apply_decode_run(tokens[:f], starts, times.graph, times.padded_batch_size,
+                                   schedule_next=f < len(tokens))
+        for d in delays_to(self.env.now, starts[min(f + 1, len(tokens))]):
             yield self.env.timeout(d)
-        if k == 0:
-            out = RunnerOutput(decode_logit_rows(len(batch)), (len(batch), runner.vocab_size),
-                               graph=times.graph, padded_batch_size=times.padded_batch_size,
-                               duration=durations[0])
-            self.process(batch, out, tokens[0])
+        if f < len(tokens):  # step f may finish a request: its result goes the usual way
+            b = len(batch)
+            out = RunnerOutput(decode_logit_rows(b), (b, runner.vocab_size), graph=times.graph,
+                               padded_batch_size=times.padded_batch_size, duration=durations[f])
+            self.process(batch, out, tokens[f])
         return True
 
     def run_starts(self, durations: Iterable[float]) -> tuple[list[float], list[float]]:

@@ -42,7 +42,7 @@ def _simulate(config: dict, workload: Workload, runs: bool, source=None, clock: 
     runner = SimModelRunner(clock, source, scheduler.config, MODEL)
     applied = []
     apply = scheduler.apply_decode_run
-    scheduler.apply_decode_run = lambda tokens, *a: (applied.append(len(tokens)), apply(tokens, *a))
+    scheduler.apply_decode_run = lambda tokens, *a, **kw: (applied.append(len(tokens)), apply(tokens, *a, **kw))
     trace = drive_workload(scheduler, runner, workload, finished_hook=source.finished, decode_runs=runs)
     return scheduler, trace, applied
 
