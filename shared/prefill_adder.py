@@ -39,9 +39,9 @@ class PrefillAdder:
         m = mixed_decode_tokens
         self.rem_input_tokens = max_prefill_tokens - m
         self.rem_chunk_tokens = None if chunk_size is None else chunk_size - m
-        self.rem_total_token_offset = m + sum(
-            min(r.sampling_params.max_new_tokens - len(r.output_ids), CLIP_MAX_NEW_TOKENS)
-            * new_token_ratio for r in running_reqs)
+        remaining = [min(r.sampling_params.max_new_tokens - len(r.output_ids), CLIP_MAX_NEW_TOKENS)
+                     for r in running_reqs]
+        self.rem_total_token_offset = m + sum(map(new_token_ratio.__mul__, remaining))
         self.cur_rem_token_offset = m
         self.can_run_list: list[Req] = []
         self.new_chunked_req: Req | None = None

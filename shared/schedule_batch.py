@@ -181,8 +181,8 @@ class ScheduleBatch:
                      keep_indices: list[int] | None = None) -> None:
         """Keep unfinished requests (minus the excluded chunked one), or `keep_indices`."""
         if keep_indices is None:
-            keep_indices = [i for i, r in enumerate(self.reqs)
-                            if not r.finished() and r is not chunked_req_to_exclude]
+            keep_indices = [i for i, r in enumerate(self.reqs)  # NOTE: r.finished(), inlined
+                            if r.finished_reason is None and r is not chunked_req_to_exclude]
         if len(keep_indices) == len(self.reqs):
             return
         keep = _i64(keep_indices)

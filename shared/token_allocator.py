@@ -92,6 +92,9 @@ class TokenToKVPoolAllocator:
         """One slot per request for token seq_i - 1 (`seq_lens` already counts it), or None."""
         seq, last = np.asarray(seq_lens, dtype=np.int64), np.asarray(last_loc, dtype=np.int64)
         ps = self.page_size
+        if ps == 1:  # every token opens a page of its own
+            pages = self._take(len(seq))
+            return None if pages is None else pages.copy()
         opens_page = (seq - 1) % ps == 0                            # [B]
         pages = self._take(int(opens_page.sum()))
         if pages is None:
