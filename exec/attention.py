@@ -104,14 +104,24 @@ def _group_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
 
 def _single_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
                             scale: float) -> torch.Tensor:
-    """Decode attention (one query per request) as two grouped matmuls with an fp32
-    softmax. NOTE: CPU SDPA is ~10x slower than this in bf16 for one query row.
-    q: [B, H, 1, D]; k, v: [B, H_kv, S, D]; mask: [B, 1, 1, S]."""
+    """Decode attention (one query per request) with an fp32 softmax.
+    q: [B, H, 1, D]; k, v: [B, H_kv, S, D]; mask: [B, 1, 1, S]. Returns [B, H, 1, D].
+
+    Eager: two grouped matmuls. NOTE: CPU SDPA is ~10x slower than this in bf16 for one
+    query row. Under torch.compile (`exec.compiled_decode`): products and sums, which
+    inductor fuses with the K/V gather into a few kernels (a bmm would be an opaque call
+    on gathered copies)."""
     b, h, _, d = q.shape
     groups = q.view(b, k.shape[1], h // k.shape[1], d)                    # [B, H_kv, G, D]
-    scores = torch.matmul(groups, k.transpose(-1, -2)).float() * scale     # [B, H_kv, G, S]
-    scores = scores.masked_fill(~mask, float("-inf"))
-    out = torch.matmul(torch.softmax(scores, dim=-1).to(v.dtype), v)       # [B, H_kv, G, D]
+    if torch.compiler.is_compiling():
+        scores = (groups[:, :, :, None, :].float() * k[:, :, None].float()).sum(-1)  # [B, H_kv, G, S]
+    else:
+        scores = torch.matmul(groups, k.transpose(-1, -2)).float()        # [B, H_kv, G, S]
+    probs = torch.softmax((scores * scale).masked_fill(~mask, float("-inf")), dim=-1)
+    if torch.compiler.is_compiling():
+        out = (probs[..., None] * v[:, :, None].float()).sum(-2).to(v.dtype)  # [B, H_kv, G, D]
+    else:
+        out = torch.matmul(probs.to(v.dtype), v)                          # [B, H_kv, G, D]
     return out.view(b, h, 1, d)
 
 

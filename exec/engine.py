@@ -38,15 +38,19 @@ Prompt = str | Sequence[int]
 
 
 class Engine:
-    """`Engine(model=None, *, device="cpu", dtype="float32", **engine_args)`: `model` is a
-    checkpoint folder or a .gguf file (None: the default SmolLM2); `engine_args` are
-    `EngineConfig` fields. `random_seed` seeds requests that bring no `sampling_seed`
-    (request k of the engine's life gets random_seed * 1_000_003 + k). Without
-    `max_total_tokens` the KV pool takes a fraction of free memory
-    (`exec.kv_capacity.default_kv_capacity`)."""
+    """`Engine(model=None, *, device="cpu", dtype="float32", torch_compile=False,
+    torch_compile_max_bs=1, **engine_args)`: `model` is a checkpoint folder or a .gguf file
+    (None: the default SmolLM2); `engine_args` are `EngineConfig` fields. `torch_compile`
+    (as SGLang's `--enable-torch-compile`, `--torch-compile-max-bs`) runs decode batches of
+    at most `torch_compile_max_bs` requests through torch.compile (`exec.compiled_decode`;
+    some 30-70 s of compiling on first use, then cached on disk). `random_seed` seeds
+    requests that bring no `sampling_seed` (request k of the engine's life gets
+    random_seed * 1_000_003 + k). Without `max_total_tokens` the KV pool takes a fraction
+    of free memory (`exec.kv_capacity.default_kv_capacity`)."""
 
     def __init__(self, model: str | Path | None = None, *, device: str = "cpu",
-                 dtype: str = "float32", **engine_args: Any) -> None:
+                 dtype: str = "float32", torch_compile: bool = False, torch_compile_max_bs: int = 1,
+                 **engine_args: Any) -> None:
         opened = open_model(model, device=device, dtype=dtype)
         self.model_config, self.tokenizer = opened.config, opened.tokenizer
         self.chat_template, self._opened = opened.chat_template, opened
@@ -58,7 +62,8 @@ class Engine:
         capacity = None if config.max_total_tokens else default_kv_capacity(opened.config, device, dtype)
         self.scheduler = Scheduler(config, self.model_info, kv_capacity=capacity)
         self.runner = TorchModelRunner(opened.model, self.scheduler.config, self.model_info,
-                                       device=device, dtype=dtype)
+                                       device=device, dtype=dtype, torch_compile=torch_compile,
+                                       torch_compile_max_bs=torch_compile_max_bs)
         self.trace.model_config = opened.config.raw
         self.trace.executor = {"kind": "exec", "device": str(torch.device(device)), "dtype": dtype}
         self.logprobs = LogprobCollector()

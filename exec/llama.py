@@ -72,7 +72,7 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rotary(torch.cat((q, k), dim=1), cos, sin).split((self.hq, self.hkv), dim=1)
         fb.kv_pool.write(self.layer, fb.out_cache_loc, k, v)
-        out = paged_attention(q, fb.kv_pool.k[self.layer], fb.kv_pool.v[self.layer],
+        out = paged_attention(q, fb.kv_pool.k_layers[self.layer], fb.kv_pool.v_layers[self.layer],
                               fb.attention, scale=self.d ** -0.5)  # [T, Hq, D]
         return self.o_proj(out.reshape(t, self.hq * self.d))      # [T, H]
 

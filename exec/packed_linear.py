@@ -28,14 +28,24 @@ class PackedLinear(nn.Module):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
         super().__init__()
         self.out_features, self.in_features = weight.shape
-        # NOTE: plain attributes, not parameters: the packed layout is opaque and must not be
-        # moved or cast by Module.to(); pack after the model reached its device and dtype.
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), 1)
+        # NOTE: a buffer, so that torch.compile's freezing (exec.compiled_decode) sees a
+        # constant: inductor's oneDNN linear lowering requires one. Not a parameter, and
+        # `_apply` skips it: pack after the model reached its device and dtype.
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), 1)
+        self.register_buffer("packed", packed, persistent=False)
         self.bias = None if bias is None else bias.detach()
 
     @classmethod
     def of(cls, linear: nn.Linear) -> PackedLinear:
         return cls(linear.weight, linear.bias)
+
+    def _apply(self, fn, recurse=True):
+        """The packed layout is opaque: `Module.to()` / casts must not move or cast it."""
+        packed = self._buffers.pop("packed")
+        try:
+            return super()._apply(fn, recurse)
+        finally:
+            self._buffers["packed"] = packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")

@@ -7,6 +7,7 @@ time of the Engine against the weight-streaming bound (bytes of weights read per
 divided by the memory bandwidth measured in the same run).
 
     python -m experiments.bench_generate [--model PATH] [--threads 2] [--dtype bfloat16|float32]
+        [--no-torch-compile]
 
 Writes experiments/results/bench_generate.json with the configuration it ran.
 """
@@ -38,6 +39,7 @@ class GenerateBenchConfig:
     device: str = "cpu"
     batch1_steps: int = 48
     seed: int = 0
+    torch_compile: bool = True   # Engine(torch_compile=True): batch-1 decode steps compiled
 
 
 def weight_bytes_per_step(model: torch.nn.Module) -> int:
@@ -101,13 +103,17 @@ def main(argv: list[str] | None = None) -> dict:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for name, default in asdict(GenerateBenchConfig()).items():
+        if isinstance(default, bool):
+            p.add_argument("--" + name.replace("_", "-"), action=argparse.BooleanOptionalAction,
+                           default=default)
+            continue
         p.add_argument("--" + name.replace("_", "-"), type=type(default) if default is not None else str,
                        default=default)
     p.add_argument("--out", default="experiments/results/bench_generate.json")
     args = p.parse_args(argv)
     c = GenerateBenchConfig(**{k: v for k, v in vars(args).items() if k != "out"})
     torch.set_num_threads(c.threads)
-    engine = Engine(c.model, device=c.device, dtype=c.dtype,
+    engine = Engine(c.model, device=c.device, dtype=c.dtype, torch_compile=c.torch_compile,
                     max_total_tokens=c.requests * (c.prompt_len + c.output_len + 8))
     ps = prompts(c, engine.model_info.vocab_size)
     bandwidth = measure_bandwidth(c.device)
