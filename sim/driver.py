@@ -19,8 +19,8 @@ Decode runs (`shared.decode_run`): when the runner can tell the next decode step
 and prices in advance (`SimModelRunner.decode_run_tokens` / `decode_run_times`) and runs
 under its own prices, the steps of an unchanged running batch up to the next event (an
 arrival, a possible finish, a KV shortage) are applied to the scheduler at once, and the
-engine then sleeps through their durations. The trace and
-every state are those of the step-by-step loop (`decode_runs=False`), times included.
+engine then sleeps through their durations. The trace and every state are those of the
+step-by-step loop (`decode_runs=False`), times included.
 
 A request arriving while a step runs is admitted when the step ends (the engine is busy), so
 an idle engine starts work exactly at an arrival, and a step never starts before the arrival
