@@ -30,22 +30,21 @@ if TYPE_CHECKING:
     from shared.schedule_batch import ScheduleBatch
     from shared.scheduler import Scheduler
 
-def decode_run_limit(s: Scheduler, max_steps: int) -> int:
-    """How many decode steps, the one just scheduled (the running batch, prepared by
+
+def decode_run_limit(batch: ScheduleBatch, mem: KVMemory, steady: bool, max_steps: int) -> int:
+    """How many decode steps, the one just scheduled (`batch`, prepared by
     get_next_batch_to_run) first, could follow one another with no scheduling decision,
-    provided none of them but the last finishes a request: at least 1; more only while
-    nothing can be admitted, no request is chunked or aborted, and every step finds its KV
-    slots free without evicting; at most up to the first step in which a request may reach
-    its length limit. Tokens can end requests earlier: see steps_before_finish."""
-    batch = s.running_batch
+    provided none of them but the last finishes a request: at least 1; more only while the
+    scheduler is `steady` (nothing can be admitted, no request is chunked, aborted or just
+    finished) and every step finds its KV slots free without evicting; at most up to the
+    first step in which a request may reach its length limit. Tokens can end requests
+    earlier: see steps_before_finish."""
     # NOTE: in step j a request has seq_lens + j - prompt + 1 outputs (seq_lens counts step 0's
     # token); _process_decode checks it for a finish once that reaches max_new_tokens - 1.
     to_limit = int(np.min(batch.max_new_tokens - 1 - (batch.seq_lens - batch.prompt_lens)))
-    if (s.last_batch is not batch or not batch.forward_mode.is_decode() or s.pending_aborts
-            or s._finished_since_filter or s.chunked_req is not None
-            or (s.waiting_queue and not s.batch_is_full)):
+    if not steady:
         return 1
-    free = _steps_with_free_slots(s.mem, batch, max_steps)
+    free = _steps_with_free_slots(mem, batch, max_steps)
     return max(1, min(max_steps, to_limit + 1, 1 + free))
 
 
@@ -93,9 +92,7 @@ def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], grap
             padded_batch_size)
     for _ in range(n):
         s.new_token_ratio.on_decode()
-    batch.seq_lens = seq0 + n
-    batch.input_ids, batch.out_cache_loc, batch.output_ids = inputs[n], slots[n], tokens[-1]
-    batch._positions = None
+    batch.set_decode_state(seq0 + n, inputs[n], slots[n], tokens[-1])
     s.step_start = starts[n]
 
 

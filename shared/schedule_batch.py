@@ -151,6 +151,14 @@ class ScheduleBatch:
         self.extend_input_logprob_token_ids = None
         self._positions = None
 
+    def set_decode_state(self, seq_lens: np.ndarray, input_ids: np.ndarray,
+                         out_cache_loc: np.ndarray, output_ids: np.ndarray) -> None:
+        """The state after decode steps applied in bulk (shared.decode_run): [B] arrays of
+        the last scheduled step (seq_lens, input_ids, out_cache_loc) and the last sampled ids."""
+        self.seq_lens, self.input_ids, self.out_cache_loc = seq_lens, input_ids, out_cache_loc
+        self.output_ids = output_ids
+        self._positions = None
+
     def mix_with_running(self, running: ScheduleBatch) -> None:
         """Append a decode-prepared running batch as 1-token extends (MIXED)."""
         for r in running.reqs:

@@ -126,7 +126,11 @@ class Scheduler:
 
     def decode_run_limit(self, max_steps: int) -> int:
         """Decode steps, the one just scheduled first, that can be applied in bulk (0: none)."""
-        return decode_run.decode_run_limit(self, max_steps)
+        batch = self.running_batch
+        steady = (self.last_batch is batch and batch.forward_mode.is_decode()
+                  and not self.pending_aborts and not self._finished_since_filter
+                  and self.chunked_req is None and (self.batch_is_full or not self.waiting_queue))
+        return decode_run.decode_run_limit(batch, self.mem, steady, max_steps)
 
     def decode_run_steps_before_finish(self, tokens) -> int:
         """Leading steps of `tokens` [k, B] in which no request can finish."""
