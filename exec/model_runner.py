@@ -62,6 +62,9 @@ class TorchModelRunner:
                         for name in ("input_ids", "positions", "out_cache_loc")}
         self.graph_sizes = cuda_graph_batch_sizes(self.config) if self.device.type == "cuda" else []
         self.graphs = DecodeGraphRunner(self, self.graph_sizes) if self.graph_sizes else None
+        if isinstance(torch_compile_max_bs, bool) or not isinstance(torch_compile_max_bs, int) \
+                or torch_compile_max_bs < 1:
+            raise ValueError(f"torch_compile_max_bs must be a positive integer, got {torch_compile_max_bs!r}")
         if torch_compile and self.device.type != "cpu":
             raise ValueError(f"torch_compile is the CPU decode path (built and tested there); "
                              f"on {self.device.type} use the default (CUDA decode replays CUDA graphs)")

@@ -23,3 +23,11 @@ def test_compiled_decode_matches_eager(tiny_checkpoint):
         assert [o.token_ids for o in compiled.generate(batch, GREEDY)] == want
     assert compiled.runner.compiled is not None
     print(f"compile and run: {time.perf_counter() - t:.1f} s")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_torch_compile_max_bs_must_be_a_positive_integer(tiny_checkpoint, bad):
+    """A batch limit that is not a positive integer is refused, naming the option."""
+    folder, _ = tiny_checkpoint("llama")
+    with pytest.raises(ValueError, match="torch_compile_max_bs"):
+        Engine(folder, max_total_tokens=64, torch_compile=True, torch_compile_max_bs=bad)
