@@ -85,17 +85,15 @@ def _group_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                      g: AttentionGroup, scale: float) -> torch.Tensor:
     """Attention of one group's tokens: [N, H, D], in the group's token order."""
     b, l_max = g.q_index.shape
-    s_max = g.kv_index.shape[1]
     if l_max == 1 and g.token_rows is None:  # decode: one query per request, in request order
         qp = q.view(b, 1, *q.shape[1:]).transpose(1, 2)                    # [B, H, 1, D]
     else:
         qp = _rows(q, g.q_index.view(-1)).view(b, l_max, *q.shape[1:]).transpose(1, 2)  # [B, H, L, D]
-    flat = g.kv_index.view(-1)
-    k = _rows(k_cache, flat).view(b, s_max, *k_cache.shape[1:]).transpose(1, 2)  # [B, H_kv, S, D]
-    v = _rows(v_cache, flat).view(b, s_max, *v_cache.shape[1:]).transpose(1, 2)  # [B, H_kv, S, D]
     if l_max == 1:
+        k, v = _gather_heads(k_cache, g.kv_index), _gather_heads(v_cache, g.kv_index)
         out = _single_query_attention(qp, k, v, g.mask, scale)              # [B, H, 1, D]
     else:
+        k, v = _gather_tokens(k_cache, g.kv_index), _gather_tokens(v_cache, g.kv_index)
         out = F.scaled_dot_product_attention(qp, k, v, attn_mask=g.mask, scale=scale,
                                              enable_gqa=qp.shape[1] != k.shape[1])  # [B, H, L, D]
     out = out.transpose(1, 2).reshape(b * l_max, q.shape[1], q.shape[2])
@@ -107,22 +105,35 @@ def _single_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, m
     """Decode attention (one query per request) with an fp32 softmax.
     q: [B, H, 1, D]; k, v: [B, H_kv, S, D]; mask: [B, 1, 1, S]. Returns [B, H, 1, D].
 
-    Eager: two grouped matmuls. NOTE: CPU SDPA is ~10x slower than this in bf16 for one
-    query row. Under torch.compile (`exec.compiled_decode`): products and sums, which
-    inductor fuses with the K/V gather into a few kernels (a bmm would be an opaque call
-    on gathered copies)."""
+    Two grouped matmuls. NOTE: CPU SDPA is ~10x slower than this in bf16 for one query
+    row. Under torch.compile (`exec.compiled_decode`) the matmuls run in fp32 on gathered
+    copies: written as products and sums instead, inductor fused the gather, rotary and
+    softmax into one loop nest that recomputed the rotary per key and gathered V one scalar
+    at a time (70 against 25 us per layer at S = 150, SmolLM2-135M, 2 threads)."""
     b, h, _, d = q.shape
     groups = q.view(b, k.shape[1], h // k.shape[1], d)                    # [B, H_kv, G, D]
-    if torch.compiler.is_compiling():
-        scores = (groups[:, :, :, None, :].float() * k[:, :, None].float()).sum(-1)  # [B, H_kv, G, S]
-    else:
-        scores = torch.matmul(groups, k.transpose(-1, -2)).float()        # [B, H_kv, G, S]
+    scores = torch.matmul(groups, k.transpose(-1, -2)).float()            # [B, H_kv, G, S]
     probs = torch.softmax((scores * scale).masked_fill(~mask, float("-inf")), dim=-1)
-    if torch.compiler.is_compiling():
-        out = (probs[..., None] * v[:, :, None].float()).sum(-2).to(v.dtype)  # [B, H_kv, G, D]
-    else:
-        out = torch.matmul(probs.to(v.dtype), v)                          # [B, H_kv, G, D]
+    out = torch.matmul(probs.to(v.dtype), v)                              # [B, H_kv, G, D]
     return out.view(b, h, 1, d)
+
+
+def _gather_tokens(cache: torch.Tensor, kv_index: torch.Tensor) -> torch.Tensor:
+    """cache [slots, H_kv, D], kv_index [B, S] -> [B, H_kv, S, D], a transposed view of the
+    gathered [B, S, H_kv, D] rows (SDPA reads strided keys as they are)."""
+    b, s = kv_index.shape
+    return _rows(cache, kv_index.view(-1)).view(b, s, *cache.shape[1:]).transpose(1, 2)
+
+
+def _gather_heads(cache: torch.Tensor, kv_index: torch.Tensor) -> torch.Tensor:
+    """cache [slots, H_kv, D], kv_index [B, S] -> [B, H_kv, S, D], contiguous: gathered
+    head-major from the cache's [slots * H_kv, D] rows, so that the attention matmuls read
+    it without another copy (a row-major gather transposed was copied again inside matmul,
+    some 4.6 of the 46 ms of a batch-32 decode step of SmolLM2-135M)."""
+    h_kv, d = cache.shape[1:]
+    heads = torch.arange(h_kv, device=kv_index.device)                    # [H_kv]
+    rows = kv_index[:, None, :] * h_kv + heads[None, :, None]             # [B, H_kv, S]
+    return _rows(cache.view(-1, d), rows.view(-1)).view(*rows.shape, d)
 
 
 def _rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

@@ -4,17 +4,21 @@ counterpart of SGLang's `--enable-torch-compile` (opt-in: `Engine(torch_compile=
 Why: at batch 1 an eager CPU decode step of SmolLM2-135M is some 700 small ops (norms,
 rotary, casts, residual adds, KV writes, attention) around 121 matmuls, and their dispatch
 costs about as much as streaming the weights. Inductor fuses them into a few C++ kernels
-per layer and calls the pre-packed oneDNN matmuls from one generated wrapper.
+per layer and calls the pre-packed oneDNN matmuls from one generated C++ wrapper
+(`cpp_wrapper`: no Python between the 300-odd calls of a step).
 
 How: the whole model is compiled with `freezing` (weights become constants, which
-inductor's oneDNN linear lowering needs for `exec.packed_linear.PackedLinear`) and dynamic
-shapes (the key length grows every step; batch 1 and larger batches are two graphs). Only
-decode batches use it (`TorchModelRunner(torch_compile_max_bs=...)` bounds their size):
-prefill layouts vary too much for graphs to pay. Guards on the modules are skipped: weights
-never change after loading. Cost: some 70 s (batch 1) and 100 s (larger batches) of
-compiling on 2 cores the first time; inductor caches the code on disk for later runs.
-Measured on SmolLM2-135M bf16, 2 threads: a batch-1 decode step 14.5-17.6 ms eager, 11.1-13.1
-ms compiled (same process, interleaved); batch 32 is slower compiled (320 against 470-700
+inductor's oneDNN linear lowering needs for `exec.packed_linear.PackedLinear`). Shapes are
+static except the ones that move: the key length (marked dynamic before every call, so one
+graph serves every step) and, above batch 1, the batch size (batch 1 is a graph of its
+own). Static head counts and pool sizes keep the guard check at some 0.15 ms a call
+(0.4 ms with every dimension dynamic). Only decode batches use it
+(`TorchModelRunner(torch_compile_max_bs=...)` bounds their size): prefill layouts vary
+too much for graphs to pay. Guards on the modules are skipped: weights never change after
+loading. Cost: about a minute of compiling on 2 cores per graph the first time; inductor
+caches the code on disk for later runs.
+Measured on SmolLM2-135M bf16, 2 threads, same process: a batch-1 decode step 14.5-17.6 ms
+eager, 9.3-9.9 ms compiled; batch 32 measured slower compiled (320 against 470-700
 tokens/s), hence the default bound of 1.
 """
 
@@ -43,10 +47,26 @@ class CompiledDecode:
 
     def __init__(self, model: LlamaForCausalLM) -> None:
         options = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
-        self.fn = torch.compile(_Forward(model), dynamic=True, options=options)
+        self.fn = torch.compile(_Forward(model), dynamic=None, options=options)
 
     def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: TorchBatch) -> torch.Tensor:
-        # NOTE: `freezing` in torch.compile's `options` is not honoured (torch 2.13); any
-        # call may compile (a new batch-size class), so each runs under the config patch.
-        with inductor_config.patch(freezing=True):
+        _mark_dynamic(input_ids, positions, batch)
+        # NOTE: inductor settings in torch.compile's `options` are not all honoured (torch
+        # 2.13: `freezing` is not); any call may compile, so each runs under the patch.
+        with inductor_config.patch(freezing=True, cpp_wrapper=True):
             return self.fn(input_ids, positions, batch)
+
+
+def _mark_dynamic(input_ids: torch.Tensor, positions: torch.Tensor, batch: TorchBatch) -> None:
+    """Mark the dimensions that change between decode steps: the key length S of the
+    attention layout (kv_index [B, S], mask [B, 1, 1, S]) and, above 1, the batch size."""
+    many = input_ids.shape[0] > 1
+    for g in batch.attention.groups:
+        torch._dynamo.mark_dynamic(g.kv_index, 1)
+        torch._dynamo.mark_dynamic(g.mask, 3)
+        if many:
+            for t in (g.kv_index, g.mask, g.q_index, g.out_index):
+                torch._dynamo.mark_dynamic(t, 0)
+    if many:
+        for t in (input_ids, positions, batch.out_cache_loc):
+            torch._dynamo.mark_dynamic(t, 0)
