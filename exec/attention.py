@@ -105,11 +105,11 @@ def _single_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, m
     """Decode attention (one query per request) with an fp32 softmax.
     q: [B, H, 1, D]; k, v: [B, H_kv, S, D]; mask: [B, 1, 1, S]. Returns [B, H, 1, D].
 
-    Two grouped matmuls. NOTE: CPU SDPA is ~10x slower than this in bf16 for one query
-    row. Under torch.compile (`exec.compiled_decode`) the matmuls run in fp32 on gathered
-    copies: written as products and sums instead, inductor fused the gather, rotary and
-    softmax into one loop nest that recomputed the rotary per key and gathered V one scalar
-    at a time (70 against 25 us per layer at S = 150, SmolLM2-135M, 2 threads)."""
+    Two grouped matmuls, also under torch.compile (`exec.compiled_decode`). NOTE: CPU SDPA
+    is ~10x slower than this in bf16 for one query row. Written as products and sums
+    instead, inductor fused the gather, rotary and softmax into one loop nest that
+    recomputed the rotary per key and gathered V one scalar at a time (70 against 25 us
+    per layer at S = 150, SmolLM2-135M, 2 threads)."""
     b, h, _, d = q.shape
     groups = q.view(b, k.shape[1], h // k.shape[1], d)                    # [B, H_kv, G, D]
     scores = torch.matmul(groups, k.transpose(-1, -2)).float()            # [B, H_kv, G, S]

@@ -17,9 +17,9 @@ own). Static head counts and pool sizes keep the guard check at some 0.15 ms a c
 too much for graphs to pay. Guards on the modules are skipped: weights never change after
 loading. Cost: about a minute of compiling on 2 cores per graph the first time; inductor
 caches the code on disk for later runs.
-Measured on SmolLM2-135M bf16, 2 threads, same process: a batch-1 decode step 14.5-17.6 ms
-eager, 9.3-9.9 ms compiled; batch 32 measured slower compiled (320 against 470-700
-tokens/s), hence the default bound of 1.
+Measured on SmolLM2-135M bf16, 2 threads, same process: a batch-1 decode step 16.4-16.9 ms
+eager against 11.5 ms compiled (9.3-9.9 ms at a faster moment of this VM); batch 32
+measured slower compiled (593-627 against 673-678 tokens/s), hence the default bound of 1.
 """
 
 from __future__ import annotations
