@@ -90,7 +90,8 @@ def _group_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     else:
         qp = _rows(q, g.q_index.view(-1)).view(b, l_max, *q.shape[1:]).transpose(1, 2)  # [B, H, L, D]
     if l_max == 1:
-        k, v = _gather_heads(k_cache, g.kv_index), _gather_heads(v_cache, g.kv_index)
+        rows = _head_rows(g.kv_index, k_cache.shape[1])                     # [B, H_kv, S]
+        k, v = _gather_heads(k_cache, rows), _gather_heads(v_cache, rows)   # [B, H_kv, S, D]
         out = _single_query_attention(qp, k, v, g.mask, scale)              # [B, H, 1, D]
     else:
         k, v = _gather_tokens(k_cache, g.kv_index), _gather_tokens(v_cache, g.kv_index)
@@ -125,15 +126,19 @@ def _gather_tokens(cache: torch.Tensor, kv_index: torch.Tensor) -> torch.Tensor:
     return _rows(cache, kv_index.view(-1)).view(b, s, *cache.shape[1:]).transpose(1, 2)
 
 
-def _gather_heads(cache: torch.Tensor, kv_index: torch.Tensor) -> torch.Tensor:
-    """cache [slots, H_kv, D], kv_index [B, S] -> [B, H_kv, S, D], contiguous: gathered
-    head-major from the cache's [slots * H_kv, D] rows, so that the attention matmuls read
-    it without another copy (a row-major gather transposed was copied again inside matmul,
-    some 4.6 of the 46 ms of a batch-32 decode step of SmolLM2-135M)."""
-    h_kv, d = cache.shape[1:]
+def _head_rows(kv_index: torch.Tensor, h_kv: int) -> torch.Tensor:
+    """kv_index [B, S] -> [B, H_kv, S]: row of (slot, head) in a cache viewed [slots * H_kv, D]."""
     heads = torch.arange(h_kv, device=kv_index.device)                    # [H_kv]
-    rows = kv_index[:, None, :] * h_kv + heads[None, :, None]             # [B, H_kv, S]
-    return _rows(cache.view(-1, d), rows.view(-1)).view(*rows.shape, d)
+    return kv_index[:, None, :] * h_kv + heads[None, :, None]
+
+
+def _gather_heads(cache: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """cache [slots, H_kv, D], rows [B, H_kv, S] (`_head_rows`) -> [B, H_kv, S, D],
+    contiguous: gathered head-major, so that the attention matmuls read it without another
+    copy (a row-major gather transposed was copied again inside matmul, some 4.6 of the 46
+    ms of a batch-32 decode step of SmolLM2-135M)."""
+    d = cache.shape[2]
+    return _rows(cache.view(-1, d), rows.reshape(-1)).view(*rows.shape, d)
 
 
 def _rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
