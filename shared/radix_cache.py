@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -44,6 +44,15 @@ class TreeNode:
 
     def __repr__(self) -> str:
         return f"TreeNode(id={self.node_id}, len={len(self.key)}, lock_ref={self.lock_ref})"
+
+
+class Inserted(NamedTuple):
+    """What `_insert` did: the node holding the key's last token, the slots along the path
+    (concatenated: the key's slots in the tree), and the length matched before inserting."""
+
+    node: TreeNode
+    slots: list[np.ndarray]
+    matched: int
 
 
 class RadixCache:
@@ -87,14 +96,20 @@ class RadixCache:
     # --- updates -----------------------------------------------------------------------
 
     def insert(self, key: Sequence[int], value: np.ndarray) -> int:
+        return self._insert(key, value).matched
+
+    def _insert(self, key: Sequence[int], value: np.ndarray) -> Inserted:
+        """insert, also returning what a match_prefix of the key right after would (without
+        a second walk)."""
         key = self._page_aligned(key)
         if len(key) == 0:
-            return 0
-        node, _, matched = self._walk(key)
+            return Inserted(self.root, [], 0)
+        node, values, matched = self._walk(key)
         if matched < len(key):
-            self._add_leaf(node, key[matched:].copy(),
-                           np.array(value[matched : len(key)], dtype=np.int64))
-        return matched
+            leaf = np.array(value[matched : len(key)], dtype=np.int64)
+            node = self._add_leaf(node, key[matched:].copy(), leaf)
+            values.append(leaf)
+        return Inserted(node, values, matched)
 
     def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
         committed = req.pop_committed_kv_cache()
@@ -117,9 +132,11 @@ class RadixCache:
         kv = self.req_to_token_pool.req_to_token[row, :n].astype(np.int64)
         aligned = n // self.page_size * self.page_size
         protected = req.cache_protected_len
-        already = self.insert(req.fill_ids[:aligned], kv[:aligned])
-        self.allocator.free(kv[protected:already])
-        tree_slots, new_last = self.match_prefix(req.fill_ids[:aligned])
+        # NOTE: the key is the inserted one, so its match is the walk plus the new leaf; the
+        # path keeps a single tick (LRU order is the same as with a second walk).
+        ins = self._insert(req.fill_ids[:aligned], kv[:aligned])
+        self.allocator.free(kv[protected : ins.matched])
+        tree_slots, new_last = np.concatenate(ins.slots) if ins.slots else kv[:0], ins.node
         if len(tree_slots) != aligned:
             raise AssertionError(f"cache_unfinished_req: matched {len(tree_slots)} of {aligned}")
         self.req_to_token_pool.write(row, protected, tree_slots[protected:])
@@ -199,8 +216,9 @@ class RadixCache:
 
     def _match_len(self, a: np.ndarray, b: np.ndarray) -> int:
         n = min(len(a), len(b))
-        diff = np.flatnonzero(a[:n] != b[:n])
-        common = int(diff[0]) if diff.size else n
+        differ = a[:n] != b[:n]
+        first = int(differ.argmax()) if n else 0       # argmax: the first True (0 if none)
+        common = first if n and differ[first] else n
         return common // self.page_size * self.page_size
 
     def _walk(self, key: np.ndarray) -> tuple[TreeNode, list[np.ndarray], int]:
@@ -232,13 +250,14 @@ class RadixCache:
         upper.children[self._child_key(child.key)] = child
         return upper
 
-    def _add_leaf(self, parent: TreeNode, key: np.ndarray, value: np.ndarray) -> None:
+    def _add_leaf(self, parent: TreeNode, key: np.ndarray, value: np.ndarray) -> TreeNode:
         leaf = TreeNode(key, value, parent, self._new_id(), self._tick)
         parent.children[self._child_key(key)] = leaf
         self._evictable_size += len(key)
         self._evictable_leaves.discard(parent)
         self._evictable_leaves.add(leaf)
         self._push_lru(leaf)
+        return leaf
 
     def _delete_leaf(self, x: TreeNode) -> int:
         self.allocator.free(x.value)

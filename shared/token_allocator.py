@@ -39,6 +39,7 @@ class TokenToKVPoolAllocator:
         self._free_pages = np.arange(1, self.num_pages + 1, dtype=np.int64)
         self._is_free = np.ones(self.num_pages + 1, dtype=bool)
         self._is_free[0] = False
+        self._stamp = np.zeros(self.num_pages + 1, dtype=np.int64)  # scratch for _listed_twice
 
     def available_size(self) -> int:
         """Free tokens (whole free pages times page_size)."""
@@ -109,13 +110,15 @@ class TokenToKVPoolAllocator:
         slots = np.asarray(slots, dtype=np.int64)
         if slots.size == 0:
             return
-        pages = np.unique(slots // self.page_size)
-        if pages[0] < 1 or pages[-1] > self.num_pages:
+        # NOTE: with one slot per page the pages are the slots, unsorted (FIFO order kept);
+        # a slot listed twice is found without sorting by stamping each page with its index.
+        pages = slots if self.page_size == 1 else np.unique(slots // self.page_size)
+        if pages.min() < 1 or pages.max() > self.num_pages:
             raise ValueError(f"free: slots outside [{self.page_size}, "
                              f"{(self.num_pages + 1) * self.page_size}) (page 0 is reserved)")
-        if np.any(self._is_free[pages]):
+        if self._is_free[pages].any():
             raise ValueError(f"free: page(s) {pages[self._is_free[pages]][:8].tolist()} freed twice")
-        if self.page_size == 1 and pages.size != slots.size:
+        if self.page_size == 1 and self._listed_twice(pages):
             raise ValueError("free: a slot is listed twice (double free)")
         self._is_free[pages] = True
         if self.page_size == 1:
@@ -141,6 +144,11 @@ class TokenToKVPoolAllocator:
         mask[fp] = True
         if not np.array_equal(mask, self._is_free):
             raise AssertionError("free list and free mask disagree")
+
+    def _listed_twice(self, pages: np.ndarray) -> bool:
+        order = np.arange(len(pages))
+        self._stamp[pages] = order   # a page listed twice keeps one index: another reads back wrong
+        return bool((self._stamp[pages] != order).any())
 
     def _take(self, n_pages: int) -> np.ndarray | None:
         if n_pages > len(self._free_pages):

@@ -70,10 +70,14 @@ class TokenSource(ABC):
 
 def splitmix64(keys: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """[N] uint64: element i of the splitmix64 stream seeded with keys[i], at indices[i]."""
-    z = np.asarray(indices).astype(np.uint64)   # a private copy, updated in place below
-    z += np.uint64(1)
+    return _mix(np.asarray(indices).astype(np.uint64), keys + GOLDEN)
+
+
+def _mix(z: np.ndarray, keys_plus_golden: np.ndarray) -> np.ndarray:
+    """splitmix64 of state (z + 1) * GOLDEN + key = z * GOLDEN + (key + GOLDEN), computed in
+    place in `z` (uint64, wrapping)."""
     z *= GOLDEN
-    z += keys
+    z += keys_plus_golden
     z ^= z >> SHIFTS[0]
     z *= MIX_1
     z ^= z >> SHIFTS[1]
@@ -85,10 +89,20 @@ def splitmix64(keys: np.ndarray, indices: np.ndarray) -> np.ndarray:
 def skip_ids(values: np.ndarray, excluded: Sequence[int]) -> np.ndarray:
     """Map values in [0, V - len(excluded)) one-to-one onto [0, V) minus `excluded`
     (sorted ascending, each in [0, V))."""
-    out = values.astype(np.int64)
-    for e in excluded:
-        out += out >= e
-    return out
+    return _shift_past(values.astype(np.int64), skip_thresholds(excluded))
+
+
+def skip_thresholds(excluded: Sequence[int]) -> np.ndarray:
+    """[k] int64 e_k - k for the sorted excluded ids e (non-decreasing)."""
+    return np.asarray(excluded, dtype=np.int64) - np.arange(len(excluded))
+
+
+def _shift_past(values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """skip_ids on int64 values. NOTE: adding 1 at each excluded e in turn (ascending) sends
+    v to v + #{k: v >= e_k - k}; the thresholds are sorted, so one searchsorted counts them."""
+    if len(thresholds):
+        values += np.searchsorted(thresholds, values, side="right")
+    return values
 
 
 class SyntheticTokenSource(TokenSource):
@@ -104,6 +118,8 @@ class SyntheticTokenSource(TokenSource):
         self.vocab_size = vocab_size
         self.excluded = tuple(sorted({int(t) for t in eos_token_ids if 0 <= int(t) < vocab_size}))
         self._choices = vocab_size - len(self.excluded)
+        self._choices_u64 = np.uint64(self._choices)
+        self._thresholds = skip_thresholds(self.excluded)
         if self._choices < 1:
             raise ValueError(f"no token id in [0, {vocab_size}) is not an EOS id")
         self._keys: dict[str, int] = {}
@@ -117,7 +133,8 @@ class SyntheticTokenSource(TokenSource):
         return key
 
     def _batch_keys(self, rids: Sequence[str]) -> np.ndarray:
-        """[B] uint64 keys; the last batch's are reused when its rids repeat (decode)."""
+        """[B] uint64 keys + GOLDEN (what `_mix` adds); the last batch's are reused when its
+        rids repeat (decode)."""
         last_rids, last_keys = self._last
         if rids == last_rids:
             return last_keys
@@ -125,18 +142,22 @@ class SyntheticTokenSource(TokenSource):
             keys = np.fromiter(map(self._keys.__getitem__, rids), np.uint64, len(rids))
         except KeyError:  # a request seen for the first time
             keys = np.array([self._key(r) for r in rids], dtype=np.uint64)
+        keys += GOLDEN
         self._last = (tuple(rids), keys)
         return keys
 
     def token_ids(self, rids: Sequence[str], indices: Sequence[int]) -> np.ndarray:
-        keys = self._batch_keys(rids)
-        raw = splitmix64(keys, np.asarray(indices, dtype=np.int64))
-        return skip_ids(raw % np.uint64(self._choices), self.excluded)
+        z = np.asarray(indices, dtype=np.int64).astype(np.uint64)              # [B], a copy
+        return self._ids(_mix(z, self._batch_keys(rids)))
 
     def token_matrix(self, rids: Sequence[str], first_indices: np.ndarray, steps: int) -> np.ndarray:
-        keys = self._batch_keys(rids)                                        # [B]
-        indices = np.asarray(first_indices, dtype=np.int64) + np.arange(steps)[:, None]  # [k, B]
-        return skip_ids(splitmix64(keys, indices) % np.uint64(self._choices), self.excluded)
+        z = np.add.outer(np.arange(steps, dtype=np.uint64),
+                         np.asarray(first_indices, dtype=np.int64).astype(np.uint64))  # [k, B]
+        return self._ids(_mix(z, self._batch_keys(rids)))
+
+    def _ids(self, raw: np.ndarray) -> np.ndarray:
+        raw %= self._choices_u64
+        return _shift_past(raw.view(np.int64), self._thresholds)   # < 2**63: same values
 
 
 def ends_externally(reason: FinishReason | None) -> bool:
