@@ -177,3 +177,16 @@ def test_failed_alloc_changes_nothing():
     assert a.alloc(10) is None
     assert a.alloc_decode([1] * 5, [-1] * 5) is None
     assert a.backup_state().free_pages.tolist() == before
+
+
+def test_free_listing_a_slot_twice_is_refused_whole():
+    """With one slot per page, a free that lists a taken slot twice raises and frees nothing."""
+    a = TokenToKVPoolAllocator(32, 1)
+    slots = a.alloc(3)
+    before = a.backup_state()
+    with pytest.raises(ValueError, match="twice"):
+        a.free(np.concatenate((slots, slots[-1:])))
+    assert np.array_equal(a.backup_state().free_pages, before.free_pages)
+    assert not a.is_free(slots).any()
+    a.free(slots)
+    assert a.is_free(slots).all()
