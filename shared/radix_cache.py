@@ -47,8 +47,9 @@ class TreeNode:
 
 
 class Inserted(NamedTuple):
-    """What `_insert` did: the node holding the key's last token, the slots along the path
-    (concatenated: the key's slots in the tree), and the length matched before inserting."""
+    """What `_insert` did: the node holding the key's last token, the slot arrays of the
+    nodes along the path (concatenated, the key's slots in the tree) and the length the tree
+    already held."""
 
     node: TreeNode
     slots: list[np.ndarray]
