@@ -68,14 +68,10 @@ class TokenSource(ABC):
         return {}
 
 
-def splitmix64(keys: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    """[N] uint64: element i of the splitmix64 stream seeded with keys[i], at indices[i]."""
-    return _mix(np.asarray(indices).astype(np.uint64), keys + GOLDEN)
-
-
-def _mix(z: np.ndarray, keys_plus_golden: np.ndarray) -> np.ndarray:
-    """splitmix64 of state (z + 1) * GOLDEN + key = z * GOLDEN + (key + GOLDEN), computed in
-    place in `z` (uint64, wrapping)."""
+def splitmix64(z: np.ndarray, keys_plus_golden: np.ndarray) -> np.ndarray:
+    """uint64 element-wise: output z of the splitmix64 stream seeded with key, computed in
+    place in `z` (wrapping). Takes key + GOLDEN, as the state (z + 1) * GOLDEN + key equals
+    z * GOLDEN + (key + GOLDEN)."""
     z *= GOLDEN
     z += keys_plus_golden
     z ^= z >> SHIFTS[0]
@@ -133,7 +129,7 @@ class SyntheticTokenSource(TokenSource):
         return key
 
     def _batch_keys(self, rids: Sequence[str]) -> np.ndarray:
-        """[B] uint64 keys + GOLDEN (what `_mix` adds); the last batch's are reused when its
+        """[B] uint64 keys + GOLDEN (what `splitmix64` takes); the last batch's are reused when its
         rids repeat (decode)."""
         last_rids, last_keys = self._last
         if rids == last_rids:
@@ -148,12 +144,12 @@ class SyntheticTokenSource(TokenSource):
 
     def token_ids(self, rids: Sequence[str], indices: Sequence[int]) -> np.ndarray:
         z = np.asarray(indices, dtype=np.int64).astype(np.uint64)              # [B], a copy
-        return self._ids(_mix(z, self._batch_keys(rids)))
+        return self._ids(splitmix64(z, self._batch_keys(rids)))
 
     def token_matrix(self, rids: Sequence[str], first_indices: np.ndarray, steps: int) -> np.ndarray:
         z = np.add.outer(np.arange(steps, dtype=np.uint64),
                          np.asarray(first_indices, dtype=np.int64).astype(np.uint64))  # [k, B]
-        return self._ids(_mix(z, self._batch_keys(rids)))
+        return self._ids(splitmix64(z, self._batch_keys(rids)))
 
     def _ids(self, raw: np.ndarray) -> np.ndarray:
         raw %= self._choices_u64
