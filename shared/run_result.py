@@ -155,26 +155,25 @@ def inter_token_latencies(trace: Trace, rids: set[str]) -> np.ndarray:
     codes, tokens, times = _token_rows(fields, code_of)
     keep = (codes >= 0) & (tokens != -1)
     codes, times = codes[keep], times[keep]
-    order = np.argsort(codes, kind="stable")
+    order = np.argsort(codes, kind="stable")   # NOTE: radix sort when the codes are int16
     codes, times = codes[order], times[order]
     same = codes[1:] == codes[:-1]
     return np.diff(times)[same]
 
 
 def _token_rows(fields: list[tuple], code_of: dict[str, int]):
-    """Flat [N] request codes (-1: not asked for), token ids and step end times."""
-    cache: dict[int, np.ndarray] = {}
-    codes = []
-    for rids, _, _, _ in fields:
-        key = id(rids)  # decode steps of an unchanged batch share one rids tuple
-        if key not in cache:
-            cache[key] = np.fromiter(map(code_of.get, rids, itertools.repeat(-1)), np.int64, len(rids))
-        codes.append(cache[key])
-    _, ids, start, dur = zip(*fields, strict=True)
+    """Flat [N] request codes (-1: not asked for; int16 when they fit), token ids and step
+    end times."""
+    rids, ids, start, dur = zip(*fields, strict=True)
+    dtype = np.int16 if len(code_of) < 2**15 else np.int64
+    # NOTE: decode steps of an unchanged batch share one rids tuple: codes once per tuple.
+    codes_of = {key: np.fromiter(map(code_of.get, r, itertools.repeat(-1)), dtype, len(r))
+                for key, r in {id(r): r for r in rids}.items()}
     sizes = np.fromiter(map(len, ids), np.int64, len(ids))
     ends = np.array(start, dtype=float) + np.array(dur, dtype=float)
-    tokens = np.concatenate([np.asarray(i, dtype=np.int64) for i in ids])
-    return np.concatenate(codes), tokens, np.repeat(ends, sizes)
+    codes = np.concatenate(list(map(codes_of.__getitem__, map(id, rids))))
+    tokens = np.concatenate(ids, dtype=np.int64, casting="unsafe")  # unsafe: () is float
+    return codes, tokens, np.repeat(ends, sizes)
 
 
 def summarize(requests: Any, done: np.ndarray, itl: np.ndarray,
