@@ -76,9 +76,9 @@ def count_run_steps(scheduler) -> list[int]:
     applied: list[int] = []
     apply = scheduler.apply_decode_run
 
-    def counted(tokens, *args, **kwargs) -> None:
+    def counted(tokens, *args, **kwargs) -> list:
         applied.append(len(tokens))
-        apply(tokens, *args, **kwargs)
+        return apply(tokens, *args, **kwargs)
 
     scheduler.apply_decode_run = counted
     return applied

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shared.finish_reason import FinishReason
+from shared.logit_rows import LogitRows, decode_logit_rows
 from shared.model_runner import RunnerOutput
 from shared.req import Req
 from shared.schedule_batch import ScheduleBatch
@@ -52,10 +53,22 @@ class BatchResultProcessor:
         if batch.forward_mode.is_extend():
             done, recorded = self._process_prefill(batch, ids, now)
         else:
-            done, recorded = self._process_decode(batch, ids, now), ids
+            for req, tok in zip(batch.reqs, ids.tolist(), strict=True):
+                req.output_ids.append(tok)
+            done, recorded = self._finish_decoded(batch, ids, now), ids
         done += self._apply_external_finishes(batch, finished, now)
         batch.output_ids = ids
-        self._record_step(batch, output, recorded, now)
+        self._record_step(batch, output.logit_rows, output.graph, output.padded_batch_size,
+                          recorded, now)
+        return done
+
+    def process_decoded(self, batch: ScheduleBatch, ids: np.ndarray, now: float, graph: bool,
+                        padded_batch_size: int) -> list[Req]:
+        """`process` for a decode step whose ids ([B]) every request's output_ids already end
+        with (the last step of a decode run, shared.decode_run), with no caller finishes."""
+        done = self._finish_decoded(batch, ids, now)
+        batch.output_ids = ids
+        self._record_step(batch, decode_logit_rows(len(batch)), graph, padded_batch_size, ids, now)
         return done
 
     def _process_prefill(self, batch: ScheduleBatch, ids: np.ndarray, now: float):
@@ -77,9 +90,8 @@ class BatchResultProcessor:
                 self.s.mem.tree_cache.cache_unfinished_req(req)
         return done, recorded
 
-    def _process_decode(self, batch: ScheduleBatch, ids: np.ndarray, now: float) -> list[Req]:
-        for req, tok in zip(batch.reqs, ids.tolist(), strict=True):
-            req.output_ids.append(tok)
+    def _finish_decoded(self, batch: ScheduleBatch, ids: np.ndarray, now: float) -> list[Req]:
+        """Finish the requests of a decode step whose tokens `ids` were appended."""
         maybe = self.may_finish(batch, batch.seq_lens, ids)
         if self.s.pending_aborts:
             maybe |= np.array([r.to_finish is not None for r in batch.reqs], dtype=bool)
@@ -94,12 +106,18 @@ class BatchResultProcessor:
 
     def may_finish(self, batch: ScheduleBatch, seq_lens: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """Which decode rows may have finished (a superset; check_finished decides): `seq_lens`
-        and `ids` are [B], or [k, B] for k steps ahead (shared.decode_run). Pending aborts are
-        not included."""
-        # NOTE: after a decode, len(output_ids) == seq_lens - prompt_lens + 1; a negative id
-        # read as unsigned is >= vocab_size, so one comparison finds ids outside the vocabulary.
+        and `ids` are [B], or [k, B] for k steps ahead. Pending aborts are not included."""
+        # NOTE: after a decode, len(output_ids) == seq_lens - prompt_lens + 1.
         maybe = seq_lens - batch.prompt_lens >= batch.max_new_tokens - 1
-        maybe |= ids.view(np.uint64) >= batch.vocab_size
+        maybe |= self.may_finish_by_token(batch, ids)
+        return maybe
+
+    def may_finish_by_token(self, batch: ScheduleBatch, ids: np.ndarray) -> np.ndarray:
+        """may_finish's test of the ids alone ([B], or [k, B]): outside the vocabulary, or an
+        EOS or stop id of a request that does not ignore EOS."""
+        # NOTE: a negative id read as unsigned is >= vocab_size, so one comparison finds ids
+        # outside the vocabulary.
+        maybe = ids.view(np.uint64) >= batch.vocab_size
         if batch.ignore_eos.all():
             return maybe
         eos_hit = (ids[..., None] == self.eos_array).any(axis=-1)  # np.isin is ~5x slower here
@@ -154,12 +172,11 @@ class BatchResultProcessor:
         req.finished_reason = FinishReason.by_abort(message)
         self.record_finished(req, self.s.step_start)
 
-    def _record_step(self, batch: ScheduleBatch, output: RunnerOutput, recorded: np.ndarray,
-                     now: float) -> None:
+    def _record_step(self, batch: ScheduleBatch, rows: LogitRows, graph: bool | None,
+                     padded_batch_size: int | None, recorded: np.ndarray, now: float) -> None:
         s, pos = self.s, batch.positions()
         extend = batch.forward_mode.is_extend()
         empty = np.zeros(0, np.int64)
-        rows = output.logit_rows
         s.trace.append_step(
             step=s.step, forward_mode=batch.forward_mode.name, rids=batch.rids,
             input_ids=batch.input_ids, positions=pos.positions, out_cache_loc=batch.out_cache_loc,
@@ -169,8 +186,8 @@ class BatchResultProcessor:
             extend_start_loc=pos.extend_start_loc if extend else empty,
             extend_logprob_start_lens=batch.extend_logprob_start_lens if extend else empty,
             pruned_rows=rows.pruned_rows, sample_indices=rows.sample_indices,
-            next_token_ids=recorded, graph=bool(output.graph),
-            padded_batch_size=output.padded_batch_size or len(batch),
+            next_token_ids=recorded, graph=bool(graph),
+            padded_batch_size=padded_batch_size or len(batch),
             start_time=s.step_start, duration=now - s.step_start,
             queue_len=len(s.waiting_queue),
             kv_used_tokens=s.mem.allocator.size - s.mem.allocator.available_size())

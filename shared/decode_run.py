@@ -9,9 +9,13 @@ right after `get_next_batch_to_run` returned a DECODE batch (step 0, already pre
     k = scheduler.decode_run_limit(max_steps)            # step 0 and the steps that may follow
     tokens = ...                                         # [k, B] the next k tokens per request
     f = scheduler.decode_run_steps_before_finish(tokens) # steps in which no request can end
-    scheduler.apply_decode_run(tokens[:f], starts, graph, padded_batch_size,
-                               schedule_next=f < k)      # if f > 0
-    scheduler.process_batch_result(batch, ..., tokens[f], ...)   # if f < k: step f as usual
+    m, last = (f + 1, True) if f < k else (f, False)
+    done = scheduler.apply_decode_run(tokens[:m], starts, graph, padded_batch_size,
+                                      finish_last=last)  # steps 0..m-1, step f's result too
+
+With `finish_last`, the last applied step is the one in which a request may end: its result
+is processed as `process_batch_result` processes a decode step's (at its end time,
+starts[m]) and the requests that finished are returned.
 
 That leaves the scheduler, the KV memory, the requests and the trace exactly as rounds of
 `process_batch_result` -> `get_next_batch_to_run` would have, start times and durations
@@ -27,6 +31,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from shared.kv_memory import KVMemory
+    from shared.req import Req
     from shared.schedule_batch import ScheduleBatch
     from shared.scheduler import Scheduler
 
@@ -39,13 +44,19 @@ def decode_run_limit(batch: ScheduleBatch, mem: KVMemory, steady: bool, max_step
     finished) and every step finds its KV slots free without evicting; at most up to the
     first step in which a request may reach its length limit. Tokens can end requests
     earlier: see steps_before_finish."""
-    # NOTE: in step j a request has seq_lens + j - prompt + 1 outputs (seq_lens counts step 0's
-    # token); _process_decode checks it for a finish once that reaches max_new_tokens - 1.
-    to_limit = int(np.min(batch.max_new_tokens - 1 - (batch.seq_lens - batch.prompt_lens)))
     if not steady:
         return 1
     free = _steps_with_free_slots(mem, batch, max_steps)
-    return max(1, min(max_steps, to_limit + 1, 1 + free))
+    return max(1, min(max_steps, steps_to_length_limit(batch) + 1, 1 + free))
+
+
+def steps_to_length_limit(batch: ScheduleBatch) -> int:
+    """The first decode step j (0: the scheduled one) in which `_finish_decoded` checks some
+    request for its length limit (may_finish's length test), or a negative number if one
+    was due earlier."""
+    # NOTE: in step j a request has seq_lens + j - prompt + 1 outputs (seq_lens counts step 0's
+    # token); _finish_decoded checks it for a finish once that reaches max_new_tokens - 1.
+    return int((batch.max_new_tokens - 1 - (batch.seq_lens - batch.prompt_lens)).min())
 
 
 def _steps_with_free_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) -> int:
@@ -63,37 +74,46 @@ def _steps_with_free_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) 
 
 def steps_before_finish(s: Scheduler, tokens: np.ndarray) -> int:
     """The number of leading steps of `tokens` ([k, B], step j's id per request; step 0 the
-    scheduled one) in which no request could finish (`_process_decode`'s test)."""
+    scheduled one) in which no request could finish (`_finish_decoded`'s test)."""
     batch = s.running_batch
-    seq = batch.seq_lens + np.arange(len(tokens))[:, None]          # [k, B] during step j
-    maybe = s.results.may_finish(batch, seq, tokens).any(axis=1)     # [k]
-    hits = np.flatnonzero(maybe)
-    return int(hits[0]) if len(hits) else len(tokens)
+    # NOTE: may_finish's length test holds in step j exactly when j >= steps_to_length_limit,
+    # so only the ids of the steps before need a look.
+    f = max(0, min(len(tokens), steps_to_length_limit(batch)))
+    if f == 0:
+        return 0
+    hit = s.results.may_finish_by_token(batch, tokens[:f])           # [f, B]
+    first = int(hit.argmax())                                        # row-major: earliest step
+    return first // len(batch) if hit.flat[first] else f
 
 
 def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], graph: bool,
-                     padded_batch_size: int, schedule_next: bool = False) -> None:
+                     padded_batch_size: int, finish_last: bool = False) -> list[Req]:
     """Apply k = len(tokens) >= 1 decode steps, the first the scheduled one; step j starts at
-    starts[j] and ends at starts[j + 1]. With `schedule_next`, then schedule step k as
-    get_next_batch_to_run would (the caller processes its result). The caller checked the
-    steps against decode_run_limit and steps_before_finish."""
+    starts[j] and ends at starts[j + 1]. With `finish_last`, step k - 1's result is processed
+    as process_batch_result would (finishing requests at starts[k]); returns the requests
+    that finished. The caller checked the steps against decode_run_limit and
+    steps_before_finish."""
     batch, mem = s.running_batch, s.mem
     k, seq0 = len(tokens), batch.seq_lens                            # seq0: step 0's lengths
-    n = k if schedule_next else k - 1                                # steps after step 0 to allocate
+    n = k - 1                                                        # steps after step 0 to allocate
     used0 = mem.allocator.size - mem.allocator.available_size()
     more, used = _alloc_slots(mem, batch, n)                         # [n, B], [n]
-    slots = np.concatenate((batch.out_cache_loc[None], more))        # [n + 1, B]
-    positions = seq0 - 1 + np.arange(n + 1)[:, None]                 # [n + 1, B]
+    slots = np.concatenate((batch.out_cache_loc[None], more))        # [k, B]
+    positions = seq0 - 1 + np.arange(k)[:, None]                     # [k, B]
     mem.req_to_token_pool.req_to_token[batch.req_pool_indices, positions[1:]] = more
-    inputs = np.concatenate((batch.input_ids[None], tokens))         # [k + 1, B] step j's input
+    inputs = np.concatenate((batch.input_ids[None], tokens[:n]))     # [k, B] step j's input
     for req, toks in zip(batch.reqs, tokens.T.tolist(), strict=True):
         req.output_ids.extend(toks)
-    _record(s, batch, inputs, positions, slots, tokens, [used0, *used], starts, graph,
-            padded_batch_size)
+    recorded = n if finish_last else k                               # the last is recorded below
+    _record(s, batch, inputs[:recorded], positions, slots, tokens[:recorded], [used0, *used],
+            starts, graph, padded_batch_size)
     for _ in range(n):
         s.new_token_ratio.on_decode()
-    batch.set_decode_state(seq0 + n, inputs[n], slots[n], tokens[-1])
+    batch.set_decode_state(seq0 + n, inputs[n], slots[n], tokens[n])
     s.step_start = starts[n]
+    if not finish_last:
+        return []
+    return s.results.process_decoded(batch, tokens[n], starts[k], graph, padded_batch_size)
 
 
 def _alloc_slots(mem: KVMemory, batch: ScheduleBatch, k: int) -> tuple[np.ndarray, list[int]]:
@@ -119,6 +139,8 @@ def _alloc_slots(mem: KVMemory, batch: ScheduleBatch, k: int) -> tuple[np.ndarra
 def _record(s: Scheduler, batch: ScheduleBatch, inputs: np.ndarray, positions: np.ndarray,
             slots: np.ndarray, tokens: np.ndarray, used: list[int], starts: list[float],
             graph: bool, padded: int) -> None:
+    if not len(tokens):
+        return
     rows, empty = np.arange(len(batch), dtype=np.int64), np.zeros(0, np.int64)
     rids, queue, append = batch.rids, len(s.waiting_queue), s.trace.append_step
     seq_lens = positions + 1                                         # [k, B]

@@ -116,7 +116,10 @@ class Scheduler:
         """Append the sampled tokens, finish requests, release their KV, record the step.
         `finished` maps rid -> FinishReason for requests the caller ends after this token
         (e.g. a stop string). Returns the requests that finished in this step."""
-        done = self.results.process(batch, output, next_token_ids, now, finished or {})
+        return self._after_result(self.results.process(batch, output, next_token_ids, now,
+                                                       finished or {}))
+
+    def _after_result(self, done: list[Req]) -> list[Req]:
         if done:
             self.batch_is_full = False  # freed KV and rows: admission may succeed again
             self._finished_since_filter = True
@@ -137,10 +140,11 @@ class Scheduler:
         return decode_run.steps_before_finish(self, tokens)
 
     def apply_decode_run(self, tokens, starts: list[float], graph: bool, padded_batch_size: int,
-                         schedule_next: bool = False) -> None:
-        """Apply len(tokens) decode steps at once, exactly as that many single steps (and
-        with `schedule_next` schedule the next one)."""
-        decode_run.apply_decode_run(self, tokens, starts, graph, padded_batch_size, schedule_next)
+                         finish_last: bool = False) -> list[Req]:
+        """Apply len(tokens) decode steps at once, exactly as that many single steps (with
+        `finish_last`, the last one's result processed too: the requests that finished)."""
+        return self._after_result(decode_run.apply_decode_run(
+            self, tokens, starts, graph, padded_batch_size, finish_last))
 
     def _merge_last_batch(self) -> None:
         chunked = self.chunked_req

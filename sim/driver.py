@@ -44,7 +44,6 @@ from tqdm import tqdm
 
 from shared.finish_reason import FinishReason
 from shared.forward_batch import ForwardBatch
-from shared.logit_rows import decode_logit_rows
 from shared.model_runner import ModelRunner, RunnerOutput
 from sim.batch_shape import BatchShape
 from sim.cost_model import CostModel
@@ -145,41 +144,41 @@ class EngineLoop:
 
     def decode_run(self, batch: ScheduleBatch) -> Iterator[simpy.Event]:
         """Run the scheduled decode step `batch` and the unchanged steps after it up to the
-        next event (an arrival, or a step that may finish a request, which is processed as
-        usual) on looked-ahead tokens and prices. Returns False (having changed nothing)
-        when the token source ends a request in the first step (the step-by-step path runs it)."""
+        next event (an arrival, or a step that may finish a request, whose result is
+        processed with the run) on looked-ahead tokens and prices. Returns False (having
+        changed nothing) when the token source ends a request in the first step (the
+        step-by-step path runs it)."""
         sched, runner = self.scheduler, self.runner
         times = runner.decode_run_times(batch.seq_lens, sched.decode_run_limit(MAX_DECODE_RUN))
-        starts, durations = self.run_starts(times.durations)   # cut at the next arrival
-        info = batch.per_request_info()
-        output_lens = np.fromiter(map(len, info.output_ids), np.int64, len(batch))  # [B]
-        tokens = runner.decode_run_tokens(info.rids, output_lens, len(starts) - 1)  # [k, B]
+        starts = self.run_starts(times.durations)               # cut at the next arrival
+        # NOTE: a decode batch's seq_lens count the prompt and every output (the last output
+        # is this step's input), so seq_lens - prompt_lens are the output lengths.
+        tokens = runner.decode_run_tokens(batch.rids, batch.seq_lens - batch.prompt_lens,
+                                          len(starts) - 1)      # [k, B]
         if len(tokens) == 0:
             return False
         f = sched.decode_run_steps_before_finish(tokens)
-        if f > 0:
-            sched.apply_decode_run(tokens[:f], starts, times.graph, times.padded_batch_size,
-                                   schedule_next=f < len(tokens))
-        for d in delays_to(self.env.now, starts[min(f + 1, len(tokens))]):
+        m = min(f + 1, len(tokens))  # step f, if in the run, may finish a request: applied last
+        # NOTE: the run's results are in at its start; the hook is not asked, as the token
+        # source's `finished` cannot end a request inside a run (steps_before_end cut it).
+        done = sched.apply_decode_run(tokens[:m], starts, times.graph, times.padded_batch_size,
+                                      finish_last=f < len(tokens))
+        if done and self.progress is not None:
+            self.progress.update(len(done))
+        for d in delays_to(self.env.now, starts[m]):
             yield self.env.timeout(d)
-        if f < len(tokens):  # step f may finish a request: its result goes the usual way
-            b = len(batch)
-            out = RunnerOutput(decode_logit_rows(b), (b, runner.vocab_size), graph=times.graph,
-                               padded_batch_size=times.padded_batch_size, duration=durations[f])
-            self.process(batch, out, tokens[f])
         return True
 
-    def run_starts(self, durations: Iterable[float]) -> tuple[list[float], list[float]]:
-        """Start times of the run's steps plus the end of the last, and their durations:
-        step j > 0 runs only if no request arrives by its start (it would be admitted)."""
+    def run_starts(self, durations: Iterable[float]) -> list[float]:
+        """Start times of the run's steps plus the end of the last: step j > 0 runs only if
+        no request arrives by its start (it would be admitted)."""
         nxt = self.requests[self.next].arrival_time if self.next < len(self.requests) else math.inf
-        starts, taken = [self.env.now], []
+        starts = [self.env.now]
         for d in durations:
-            if taken and starts[-1] >= nxt:
+            if len(starts) > 1 and starts[-1] >= nxt:
                 break
-            taken.append(check_step_time(d))
-            starts.append(starts[-1] + d)
-        return starts, taken
+            starts.append(starts[-1] + check_step_time(d))
+        return starts
 
     def step_time(self, fb: ForwardBatch, out: RunnerOutput) -> float:
         if self.clock is not None:

@@ -42,7 +42,12 @@ def _simulate(config: dict, workload: Workload, runs: bool, source=None, clock: 
     runner = SimModelRunner(clock, source, scheduler.config, MODEL)
     applied = []
     apply = scheduler.apply_decode_run
-    scheduler.apply_decode_run = lambda tokens, *a, **kw: (applied.append(len(tokens)), apply(tokens, *a, **kw))
+
+    def counted(tokens, *args, **kwargs):
+        applied.append(len(tokens))
+        return apply(tokens, *args, **kwargs)
+
+    scheduler.apply_decode_run = counted
     trace = drive_workload(scheduler, runner, workload, finished_hook=source.finished, decode_runs=runs)
     return scheduler, trace, applied
 
