@@ -102,8 +102,8 @@ def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], grap
     positions = seq0 - 1 + np.arange(k)[:, None]                     # [k, B]
     mem.req_to_token_pool.req_to_token[batch.req_pool_indices, positions[1:]] = more
     inputs = np.concatenate((batch.input_ids[None], tokens[:n]))     # [k, B] step j's input
-    for req, toks in zip(batch.reqs, tokens.T.tolist(), strict=True):
-        req.output_ids.extend(toks)
+    # NOTE: list.extend mapped over the requests (C speed; the list of Nones is dropped)
+    list(map(list.extend, batch.per_request_info().output_ids, tokens.T.tolist()))
     recorded = n if finish_last else k                               # the last is recorded below
     _record(s, batch, inputs[:recorded], positions, slots, tokens[:recorded], [used0, *used],
             starts, graph, padded_batch_size)
@@ -142,14 +142,14 @@ def _record(s: Scheduler, batch: ScheduleBatch, inputs: np.ndarray, positions: n
     if not len(tokens):
         return
     rows, empty = np.arange(len(batch), dtype=np.int64), np.zeros(0, np.int64)
-    rids, queue, append = batch.rids, len(s.waiting_queue), s.trace.append_step
-    seq_lens = positions + 1                                         # [k, B]
-    for j in range(len(tokens)):
-        append(step=s.step, forward_mode="DECODE", rids=rids, input_ids=inputs[j],
-               positions=positions[j], out_cache_loc=slots[j], req_pool_indices=batch.req_pool_indices,
-               seq_lens=seq_lens[j], extend_prefix_lens=empty, extend_seq_lens=empty,
-               extend_start_loc=empty, extend_logprob_start_lens=empty, pruned_rows=rows,
-               sample_indices=rows, next_token_ids=tokens[j], graph=graph,
-               padded_batch_size=padded, start_time=starts[j],
-               duration=starts[j + 1] - starts[j], queue_len=queue, kv_used_tokens=used[j])
-        s.step += 1
+    common = dict(forward_mode="DECODE", rids=batch.rids, req_pool_indices=batch.req_pool_indices,
+                  extend_prefix_lens=empty, extend_seq_lens=empty, extend_start_loc=empty,
+                  extend_logprob_start_lens=empty, pruned_rows=rows, sample_indices=rows,
+                  graph=graph, padded_batch_size=padded, queue_len=len(s.waiting_queue))
+    seq_lens, first = positions + 1, s.step                          # [k, B]
+    s.trace.append_steps([
+        dict(common, step=first + j, input_ids=inputs[j], positions=positions[j],
+             out_cache_loc=slots[j], seq_lens=seq_lens[j], next_token_ids=tokens[j],
+             start_time=starts[j], duration=starts[j + 1] - starts[j], kv_used_tokens=used[j])
+        for j in range(len(tokens))])
+    s.step += len(tokens)

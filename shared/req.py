@@ -56,7 +56,11 @@ class Req:
     _origin_array: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.origin_input_ids = list(map(int, self.origin_input_ids))
+        arr = _int64_copy(self.origin_input_ids)
+        if arr is None:
+            self.origin_input_ids = list(map(int, self.origin_input_ids))
+        else:  # NOTE: the array is kept as origin_input_array (one conversion, not two)
+            self._origin_array, self.origin_input_ids = arr, arr.tolist()
         # SGLang's handle_generate_request defaulting: no logprobs -> -1; logprobs asked
         # without a start -> start at the end of the prompt (output logprobs only).
         p = self.sampling_params
@@ -151,3 +155,17 @@ class Req:
             raise RuntimeError(f"request {self.rid!r}: KV cache released twice")
         self.kv_freed = True
         return self.kv_committed_len
+
+
+def _int64_copy(ids: Any) -> np.ndarray | None:
+    """A read-only [P] int64 copy of a prompt of ints (numpy's or Python's), or None for
+    anything else (left to int() and validation)."""
+    try:
+        arr = np.array(ids)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if arr.ndim != 1 or arr.dtype.kind != "i":
+        return None
+    arr = arr.astype(np.int64, copy=False)
+    arr.flags.writeable = False
+    return arr

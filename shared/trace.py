@@ -96,6 +96,10 @@ class Trace:
         """Record one step; array fields may be numpy arrays (converted when read)."""
         self._pending.append(fields)
 
+    def append_steps(self, steps: list[dict[str, Any]]) -> None:
+        """Record steps given as dicts of append_step's fields, in order."""
+        self._pending.extend(steps)
+
     def __iter__(self) -> Iterator[StepRecord]:
         return iter(self.steps)
 

@@ -57,7 +57,7 @@ class WorkloadRequest:
                              f"got {self.arrival_time!r}")
 
     def to_req(self) -> Req:
-        return Req(self.rid, list(self.input_ids), self.sampling_params,
+        return Req(self.rid, self.input_ids, self.sampling_params,
                    arrival_time=self.arrival_time)
 
     def to_dict(self) -> dict[str, Any]:

@@ -34,6 +34,15 @@ def test_synthetic_tokens_are_batch_independent(order, cut):
     assert ids.tolist() == [alone[i] for i in order][:cut + 1]
 
 
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=8), st.integers(0, 2**40)), min_size=2,
+                max_size=30), st.integers(0, 2**31))
+def test_single_row_draws_equal_the_vectorised_ones(pairs, seed):
+    """A one-request draw (computed in Python ints) gives the id the numpy path gives."""
+    source = SyntheticTokenSource(seed, 128256, eos_token_ids=(128000, 128001, 128009))
+    rids, idx = [r for r, _ in pairs], [k for _, k in pairs]
+    assert [source.token_ids([r], [k])[0] for r, k in pairs] == source.token_ids(rids, idx).tolist()
+
+
 def test_synthetic_seed_changes_the_tokens():
     """Different seeds give different streams; the same seed the same stream."""
     rids, idx = ["a"] * 50, list(range(50))
