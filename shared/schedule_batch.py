@@ -7,6 +7,7 @@ every token whose KV is in the cache after this forward, this forward's tokens i
 
 from __future__ import annotations
 
+import itertools
 import operator
 from typing import NamedTuple
 
@@ -66,9 +67,9 @@ class ScheduleBatch:
         self._clear_forward()
 
     def _clear_forward(self) -> None:
-        self.input_ids = _i64([])
-        self.out_cache_loc = _i64([])
-        self.prefix_lens = self.extend_lens = self.extend_logprob_start_lens = _i64([])
+        self.input_ids = np.zeros(0, np.int64)
+        self.out_cache_loc = np.zeros(0, np.int64)
+        self.prefix_lens = self.extend_lens = self.extend_logprob_start_lens = np.zeros(0, np.int64)
         self.extend_input_logprob_token_ids: np.ndarray | None = None
         self._positions: Positions | None = None
         self._info: PerRequestInfo | None = None
@@ -147,7 +148,7 @@ class ScheduleBatch:
         self.input_ids = self.output_ids
         self.out_cache_loc = self.mem.alloc_for_decode(self.req_pool_indices, self.seq_lens)
         self.seq_lens = self.seq_lens + 1
-        self.prefix_lens = self.extend_lens = self.extend_logprob_start_lens = _i64([])
+        self.prefix_lens = self.extend_lens = self.extend_logprob_start_lens = np.zeros(0, np.int64)
         self.extend_input_logprob_token_ids = None
         self._positions = None
 
@@ -189,23 +190,31 @@ class ScheduleBatch:
                      keep_indices: list[int] | None = None) -> None:
         """Keep unfinished requests (minus the excluded chunked one), or `keep_indices`."""
         if keep_indices is None:
-            keep_indices = [i for i, r in enumerate(self.reqs)  # NOTE: r.finished(), inlined
-                            if r.finished_reason is None and r is not chunked_req_to_exclude]
+            keep_indices = self._unfinished(chunked_req_to_exclude)
         if len(keep_indices) == len(self.reqs):
             return
         keep = _i64(keep_indices)
-        self.reqs = [self.reqs[i] for i in keep_indices]
+        self.reqs = list(_picker(keep_indices)(self.reqs))
         for name in PER_REQ_ARRAYS:
             setattr(self, name, getattr(self, name)[keep])
-        self.out_cache_loc = _i64([])
+        self.out_cache_loc = np.zeros(0, np.int64)
         self._positions = None
         self._info = None if self._info is None else _select_info(self._info, keep_indices, keep)
+
+    def _unfinished(self, exclude: Req | None) -> list[int]:
+        """Indices of the requests not finished, minus `exclude`."""
+        # NOTE: FinishReason objects are truthy, so `not reason` marks the unfinished (C speed)
+        alive = map(operator.not_, map(operator.attrgetter("finished_reason"), self.reqs))
+        keep = list(itertools.compress(range(len(self.reqs)), alive))
+        if exclude is not None:
+            keep = [i for i in keep if self.reqs[i] is not exclude]
+        return keep
 
     def merge_batch(self, other: ScheduleBatch) -> None:
         for name in PER_REQ_ARRAYS:
             setattr(self, name, np.concatenate((getattr(self, name), getattr(other, name))))
         self.reqs = self.reqs + other.reqs
-        self.out_cache_loc = _i64([])
+        self.out_cache_loc = np.zeros(0, np.int64)
         self._positions = None
         mine, theirs = self._info, other._info
         self._info = None if mine is None or theirs is None else _concat_info(mine, theirs)
@@ -264,7 +273,8 @@ def _select_info(info: PerRequestInfo, keep_list: list[int], keep: np.ndarray) -
     pick = _picker(keep_list)
     params = pick(info.sampling_params)
     return PerRequestInfo(pick(info.rids), params, info.sampling_seeds[keep], pick(info.output_ids),
-                          pick(info.top_logprobs_nums), any(p.return_logprob for p in params),
+                          pick(info.top_logprobs_nums),
+                          info.return_logprob and any(p.return_logprob for p in params),
                           info.has_stop_ids[keep])
 
 

@@ -94,9 +94,12 @@ class BatchShape:
         seq = fb.seq_lens
         if fb.forward_mode.is_decode_or_idle():
             return cls.decode(seq, padded_batch_size or fb.batch_size, fb.forward_mode)
-        prefix, extend = fb.extend_prefix_lens, fb.extend_seq_lens
-        totals = _Totals(int(seq.sum()), int(np.sum(extend * prefix + extend * (extend + 1) // 2)),
-                         int(np.count_nonzero(extend == 1)))
+        # NOTE: an extend batch holds few requests: the totals in Python ints over the tuples
+        # the shape keeps cost less than numpy's per-call overhead.
+        prefix, extend = tuple(fb.extend_prefix_lens.tolist()), tuple(fb.extend_seq_lens.tolist())
+        seq = tuple(seq.tolist())
+        totals = _Totals(sum(seq), sum(e * p + e * (e + 1) // 2 for e, p in zip(extend, prefix)),
+                         extend.count(1))
         return cls._trusted(fb.forward_mode, len(fb.input_ids), prefix, extend, seq,
                             len(fb.logit_rows.pruned_rows), padded_batch_size or fb.batch_size, totals)
 
@@ -106,15 +109,16 @@ class BatchShape:
         """A live decode batch ([B] int64 seq_lens, this step's token included): one token
         and one logit row per request. Trusted, like from_forward_batch."""
         kv, b = int(seq_lens.sum()), len(seq_lens)  # decode rows: prefix = seq - 1, extend = 1
-        return cls._trusted(mode, b, seq_lens - 1, np.ones(b, np.int64), seq_lens, b,
-                            padded_batch_size, _Totals(kv, kv, b))
+        return cls._trusted(mode, b, tuple((seq_lens - 1).tolist()), (1,) * b,
+                            tuple(seq_lens.tolist()), b, padded_batch_size, _Totals(kv, kv, b))
 
     @classmethod
     def _trusted(cls, mode, tokens, prefix, extend, seq, lm_rows, padded, totals) -> BatchShape:
+        """A shape from tuples of ints and its totals, unchecked."""
         shape = object.__new__(cls)
         for name, value in (("forward_mode", mode), ("num_tokens", tokens),
-                            ("prefix_lens", tuple(prefix.tolist())), ("extend_lens", tuple(extend.tolist())),
-                            ("seq_lens", tuple(seq.tolist())), ("lm_head_rows", lm_rows),
+                            ("prefix_lens", prefix), ("extend_lens", extend),
+                            ("seq_lens", seq), ("lm_head_rows", lm_rows),
                             ("padded_batch_size", padded), ("_totals", totals)):
             object.__setattr__(shape, name, value)
         return shape
