@@ -98,7 +98,7 @@ class BatchShape:
         # the shape keeps cost less than numpy's per-call overhead.
         prefix, extend = tuple(fb.extend_prefix_lens.tolist()), tuple(fb.extend_seq_lens.tolist())
         seq = tuple(seq.tolist())
-        totals = _Totals(sum(seq), sum(e * p + e * (e + 1) // 2 for e, p in zip(extend, prefix)),
+        totals = _Totals(sum(seq), sum(e * p + e * (e + 1) // 2 for e, p in zip(extend, prefix, strict=True)),
                          extend.count(1))
         return cls._trusted(fb.forward_mode, len(fb.input_ids), prefix, extend, seq,
                             len(fb.logit_rows.pruned_rows), padded_batch_size or fb.batch_size, totals)
