@@ -128,12 +128,12 @@ def steps_frame(trace: Trace) -> Any:
     """One row per StepRecord, columns STEP_COLUMNS."""
     import pandas as pd
 
-    fields = trace.step_fields("step", "forward_mode", "rids", "input_ids", "kv_used_tokens",
-                               "queue_len", "start_time", "duration")
-    if not fields:
+    step, mode, rids, ids, kv, queue, start, dur = trace.step_columns(
+        "step", "forward_mode", "rids", "input_ids", "kv_used_tokens", "queue_len", "start_time",
+        "duration")
+    n = len(step)
+    if not n:
         return pd.DataFrame(columns=list(STEP_COLUMNS))
-    step, mode, rids, ids, kv, queue, start, dur = zip(*fields, strict=True)
-    n = len(fields)
     return pd.DataFrame({
         "step": np.array(step, dtype=np.int64), "forward_mode": pd.Series(mode, dtype=object),
         "batch_size": np.fromiter(map(len, rids), np.int64, n),
@@ -148,11 +148,11 @@ def inter_token_latencies(trace: Trace, rids: set[str]) -> np.ndarray:
     Every (request, token time) row of every step is laid out flat; a stable sort by
     request keeps each request's tokens in time order, and the gaps are the differences
     within a request. Its first token has no gap."""
-    fields = trace.step_fields("rids", "next_token_ids", "start_time", "duration")
-    if not fields or not rids:
+    columns = trace.step_columns("rids", "next_token_ids", "start_time", "duration")
+    if not columns[0] or not rids:
         return np.zeros(0)
     code_of = {rid: i for i, rid in enumerate(sorted(rids))}
-    codes, tokens, times = _token_rows(fields, code_of)
+    codes, tokens, times = _token_rows(*columns, code_of)
     keep = (codes >= 0) & (tokens != -1)
     codes, times = codes[keep], times[keep]
     order = np.argsort(codes, kind="stable")   # NOTE: radix sort when the codes are int16
@@ -161,10 +161,10 @@ def inter_token_latencies(trace: Trace, rids: set[str]) -> np.ndarray:
     return np.diff(times)[same]
 
 
-def _token_rows(fields: list[tuple], code_of: dict[str, int]):
+def _token_rows(rids: list[tuple], ids: list, start: list[float], dur: list[float],
+                code_of: dict[str, int]):
     """Flat [N] request codes (-1: not asked for; int16 when they fit), token ids and step
-    end times."""
-    rids, ids, start, dur = zip(*fields, strict=True)
+    end times, from per-step columns."""
     dtype = np.int16 if len(code_of) < 2**15 else np.int64
     # NOTE: decode steps of an unchanged batch share one rids tuple: codes once per tuple.
     codes_of = {key: np.fromiter(map(code_of.get, r, itertools.repeat(-1)), dtype, len(r))

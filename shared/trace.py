@@ -92,6 +92,12 @@ class Trace:
         return (list(map(operator.attrgetter(*names), self._steps))
                 + list(map(operator.itemgetter(*names), self._pending)))
 
+    def step_columns(self, *names: str) -> list[list]:
+        """Per named field, its value in every step (as step_fields stores them), one list
+        per field: a column-wise step_fields."""
+        return [list(map(operator.attrgetter(name), self._steps))
+                + list(map(operator.itemgetter(name), self._pending)) for name in names]
+
     def append_step(self, **fields: Any) -> None:
         """Record one step; array fields may be numpy arrays (converted when read)."""
         self._pending.append(fields)

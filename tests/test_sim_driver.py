@@ -1,6 +1,7 @@
 """The SimPy driver: arrivals, the engine loop and its clock, with any ModelRunner."""
 
 import dataclasses
+import gc
 import math
 
 import pytest
@@ -139,3 +140,23 @@ def test_requests_at_the_same_time_are_admitted_in_workload_order():
     trace = drive_workload(_scheduler(), ScriptedRunner(VOCAB), workload, clock=CLOCK)
     assert list(trace.requests) == [r.rid for r in workload]
     assert trace.steps[0].rids == tuple(r.rid for r in workload)
+
+
+def test_a_simulation_leaves_no_reference_cycles():
+    """The driver pauses the cyclic collector for a run (sim.driver.cyclic_gc_paused); that
+    holds memory flat only because a run, with retractions, chunking and prefix sharing,
+    makes no cyclic garbage. The collector's previous state is restored."""
+    workload = Workload.sharegpt_like(200, vocab_size=49152, seed=3, rate=40.0)
+    sim = build_simulation(model="smollm2-135m", max_total_tokens=6000, chunked_prefill_size=256)
+    gc.collect()
+    gc.disable()
+    try:
+        drive_workload(sim.scheduler, sim.runner, workload, finished_hook=sim.token_source.finished)
+        assert not gc.isenabled()
+        cyclic = gc.collect()
+    finally:
+        gc.enable()
+    assert sum(r.num_retractions for r in sim.scheduler.trace.requests.values()) > 0
+    assert cyclic < 100, f"{cyclic} objects in reference cycles after one simulation"
+    drive_workload(_scheduler(), ScriptedRunner(VOCAB), _workload(), clock=CLOCK)
+    assert gc.isenabled()
