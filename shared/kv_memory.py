@@ -53,16 +53,19 @@ class KVMemory:
     def available_plus_evictable(self) -> int:
         return self.allocator.available_size() + self.tree_cache.evictable_size()
 
-    def alloc_for_extend(self, reqs: list[Req]) -> np.ndarray:
+    def alloc_for_extend(self, reqs: list[Req], prefix_lens: np.ndarray | None = None,
+                         seq_lens: np.ndarray | None = None) -> np.ndarray:
         """Rows for requests without one, then slots for tokens [prefix, len(fill_ids)) of
-        each; writes each row of `req_to_token`. Returns out_cache_loc [T] int64."""
+        each; writes each row of `req_to_token`. Returns out_cache_loc [T] int64.
+        `prefix_lens` / `seq_lens` ([B] int64), when given, are those lengths already."""
         new_rows = [r for r in reqs if r.req_pool_idx is None]
         rows = self.req_to_token_pool.alloc(len(new_rows))
         if rows is None:
             raise KVCacheOOMError(f"no free request row for {len(new_rows)} new requests; "
                                   "lower max_running_requests")
-        pre = np.array([len(r.prefix_indices) for r in reqs], dtype=np.int64)
-        seq = np.array([len(r.fill_ids) for r in reqs], dtype=np.int64)
+        pre = np.array([len(r.prefix_indices) for r in reqs], dtype=np.int64) \
+            if prefix_lens is None else prefix_lens
+        seq = np.array([len(r.fill_ids) for r in reqs], dtype=np.int64) if seq_lens is None else seq_lens
         out = self._alloc_extend_slots(reqs, pre, seq)
         if out is None:
             self.req_to_token_pool.free(rows)

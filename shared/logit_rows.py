@@ -37,7 +37,7 @@ def select_logit_rows(
     extend_logprob_start_lens: Sequence[int] | np.ndarray | None = None,
 ) -> LogitRows:
     ext = np.asarray(extend_seq_lens, dtype=np.int64)
-    ends = np.cumsum(ext)
+    ends = ext.cumsum()
     if extend_logprob_start_lens is None:
         return LogitRows(ends - 1, np.arange(len(ext), dtype=np.int64), np.zeros(0, np.int64))
     s = np.asarray(extend_logprob_start_lens, dtype=np.int64)

@@ -22,6 +22,8 @@ def compute_positions(
     ext = np.asarray(extend_seq_lens, dtype=np.int64)
     if pre.shape != ext.shape:
         raise ValueError(f"compute_positions: {len(pre)} prefix lengths for {len(ext)} extend lengths")
-    start = np.cumsum(ext) - ext                                   # [B]
-    positions = np.arange(int(ext.sum()), dtype=np.int64) + np.repeat(pre - start, ext)  # [T]
+    ends = ext.cumsum()                                            # [B]
+    start = ends - ext                                             # [B]
+    total = int(ends[-1]) if len(ends) else 0
+    positions = np.arange(total, dtype=np.int64) + (pre - start).repeat(ext)  # [T]
     return Positions(positions, start)

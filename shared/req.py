@@ -56,7 +56,7 @@ class Req:
     _origin_array: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        arr = _int64_copy(self.origin_input_ids)
+        arr = _int64_prompt(self.origin_input_ids)
         if arr is None:
             self.origin_input_ids = list(map(int, self.origin_input_ids))
         else:  # NOTE: the array is kept as origin_input_array (one conversion, not two)
@@ -157,9 +157,12 @@ class Req:
         return self.kv_committed_len
 
 
-def _int64_copy(ids: Any) -> np.ndarray | None:
-    """A read-only [P] int64 copy of a prompt of ints (numpy's or Python's), or None for
-    anything else (left to int() and validation)."""
+def _int64_prompt(ids: Any) -> np.ndarray | None:
+    """A read-only [P] int64 copy of a prompt of ints (numpy's or Python's; a read-only int64
+    array is taken as it is), or None for anything else (left to int() and validation)."""
+    if isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1 \
+            and not ids.flags.writeable:
+        return ids
     try:
         arr = np.array(ids)
     except (ValueError, TypeError, OverflowError):

@@ -117,7 +117,7 @@ class ScheduleBatch:
         pre = _i64([len(r.prefix_indices) for r in reqs])
         seq = _i64([len(r.fill_ids) for r in reqs])
         self.input_ids = np.concatenate([r.fill_ids[p:] for r, p in zip(reqs, pre.tolist(), strict=True)])
-        self.out_cache_loc = self.mem.alloc_for_extend(reqs)
+        self.out_cache_loc = self.mem.alloc_for_extend(reqs, pre, seq)
         self.req_pool_indices = _i64([r.req_pool_idx for r in reqs])
         self.seq_lens, self.prefix_lens, self.extend_lens = seq, pre, seq - pre
         self.extend_logprob_start_lens = _i64([r.extend_logprob_start_len for r in reqs])
@@ -129,7 +129,7 @@ class ScheduleBatch:
             r.is_retracted = False
         if self.return_logprob:
             self.extend_input_logprob_token_ids = self._logprob_token_ids()
-        self._positions = self._info = None
+        self._positions = None  # NOTE: the info stays: the requests did not change
 
     def _logprob_token_ids(self) -> np.ndarray:
         """For each logprob row, the prompt token it predicts (0 past the prompt)."""

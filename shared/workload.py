@@ -47,17 +47,26 @@ class WorkloadRequest:
     arrival_time: float
     input_ids: tuple[int, ...]
     sampling_params: SamplingParams
+    _input_array: np.ndarray = field(init=False, repr=False, compare=False)  # [P] int64, read-only
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_ids", tuple(int(t) for t in self.input_ids))
         if not self.input_ids:
             raise ValueError(f"request {self.rid!r}: empty prompt")
+        try:
+            array = np.array(self.input_ids, dtype=np.int64)
+        except OverflowError:  # an id numpy cannot hold: the Req converts (validation refuses)
+            array = None
+        else:
+            array.flags.writeable = False
+        object.__setattr__(self, "_input_array", array)
         if not (math.isfinite(self.arrival_time) and self.arrival_time >= 0):
             raise ValueError(f"request {self.rid!r}: arrival_time must be finite and >= 0, "
                              f"got {self.arrival_time!r}")
 
     def to_req(self) -> Req:
-        return Req(self.rid, self.input_ids, self.sampling_params,
+        ids = self.input_ids if self._input_array is None else self._input_array
+        return Req(self.rid, ids, self.sampling_params,
                    arrival_time=self.arrival_time)
 
     def to_dict(self) -> dict[str, Any]:

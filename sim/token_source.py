@@ -109,7 +109,7 @@ def _shift_past(values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """skip_ids on int64 values. NOTE: adding 1 at each excluded e in turn (ascending) sends
     v to v + #{k: v >= e_k - k}; the thresholds are sorted, so one searchsorted counts them."""
     if len(thresholds):
-        values += np.searchsorted(thresholds, values, side="right")
+        values += thresholds.searchsorted(values, side="right")
     return values
 
 
