@@ -6,9 +6,9 @@ KV slot and appends one token per request. A driver that knows the next steps' t
 durations in advance (the simulator's token source and cost model do) can apply them in bulk,
 right after `get_next_batch_to_run` returned a DECODE batch (step 0, already prepared):
 
-    k = scheduler.decode_run_limit(max_steps)            # step 0 and the steps that may follow
-    tokens = ...                                         # [k, B] the next k tokens per request
-    f = scheduler.decode_run_steps_before_finish(tokens) # steps in which no request can end
+    limit = scheduler.decode_run_limit(max_steps)        # k = limit.steps: step 0 and the
+    tokens = ...                                         # [k, B] next, their tokens per request
+    f = scheduler.decode_run_steps_before_finish(tokens, limit.length_limit_step)
     m, last = (f + 1, True) if f < k else (f, False)
     done = scheduler.apply_decode_run(tokens[:m], starts, graph, padded_batch_size,
                                       finish_last=last)  # steps 0..m-1, step f's result too
@@ -25,7 +25,7 @@ tests/test_decode_run.py checks it on whole simulations, with and without runs, 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -36,7 +36,13 @@ if TYPE_CHECKING:
     from shared.scheduler import Scheduler
 
 
-def decode_run_limit(batch: ScheduleBatch, mem: KVMemory, steady: bool, max_steps: int) -> int:
+class DecodeRunLimit(NamedTuple):
+    steps: int              # the scheduled step and those that may follow (>= 1)
+    length_limit_step: int  # steps_to_length_limit of the batch
+
+
+def decode_run_limit(batch: ScheduleBatch, mem: KVMemory, steady: bool,
+                     max_steps: int) -> DecodeRunLimit:
     """How many decode steps, the one just scheduled (`batch`, prepared by
     get_next_batch_to_run) first, could follow one another with no scheduling decision,
     provided none of them but the last finishes a request: at least 1; more only while the
@@ -44,10 +50,11 @@ def decode_run_limit(batch: ScheduleBatch, mem: KVMemory, steady: bool, max_step
     finished) and every step finds its KV slots free without evicting; at most up to the
     first step in which a request may reach its length limit. Tokens can end requests
     earlier: see steps_before_finish."""
+    to_limit = steps_to_length_limit(batch)
     if not steady:
-        return 1
+        return DecodeRunLimit(1, to_limit)
     free = _steps_with_free_slots(mem, batch, max_steps)
-    return max(1, min(max_steps, steps_to_length_limit(batch) + 1, 1 + free))
+    return DecodeRunLimit(max(1, min(max_steps, to_limit + 1, 1 + free)), to_limit)
 
 
 def steps_to_length_limit(batch: ScheduleBatch) -> int:
@@ -72,13 +79,14 @@ def _steps_with_free_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) 
     return int(short[0]) if len(short) else max_steps
 
 
-def steps_before_finish(s: Scheduler, tokens: np.ndarray) -> int:
+def steps_before_finish(s: Scheduler, tokens: np.ndarray, length_limit_step: int) -> int:
     """The number of leading steps of `tokens` ([k, B], step j's id per request; step 0 the
-    scheduled one) in which no request could finish (`_finish_decoded`'s test)."""
+    scheduled one) in which no request could finish (`_finish_decoded`'s test), given the
+    batch's steps_to_length_limit."""
     batch = s.running_batch
     # NOTE: may_finish's length test holds in step j exactly when j >= steps_to_length_limit,
     # so only the ids of the steps before need a look.
-    f = max(0, min(len(tokens), steps_to_length_limit(batch)))
+    f = max(0, min(len(tokens), length_limit_step))
     if f == 0:
         return 0
     hit = s.results.may_finish_by_token(batch, tokens[:f])           # [f, B]

@@ -127,17 +127,18 @@ class Scheduler:
 
     # --- decode runs (shared.decode_run) -----------------------------------------------
 
-    def decode_run_limit(self, max_steps: int) -> int:
-        """Decode steps, the one just scheduled first, that can be applied in bulk (0: none)."""
+    def decode_run_limit(self, max_steps: int) -> decode_run.DecodeRunLimit:
+        """Decode steps, the one just scheduled first, that can be applied in bulk."""
         batch = self.running_batch
         steady = (self.last_batch is batch and batch.forward_mode.is_decode()
                   and not self.pending_aborts and not self._finished_since_filter
                   and self.chunked_req is None and (self.batch_is_full or not self.waiting_queue))
         return decode_run.decode_run_limit(batch, self.mem, steady, max_steps)
 
-    def decode_run_steps_before_finish(self, tokens) -> int:
-        """Leading steps of `tokens` [k, B] in which no request can finish."""
-        return decode_run.steps_before_finish(self, tokens)
+    def decode_run_steps_before_finish(self, tokens, length_limit_step: int) -> int:
+        """Leading steps of `tokens` [k, B] in which no request can finish
+        (`length_limit_step` from decode_run_limit)."""
+        return decode_run.steps_before_finish(self, tokens, length_limit_step)
 
     def apply_decode_run(self, tokens, starts: list[float], graph: bool, padded_batch_size: int,
                          finish_last: bool = False) -> list[Req]:

@@ -151,7 +151,8 @@ class EngineLoop:
         changed nothing) when the token source ends a request in the first step (the
         step-by-step path runs it)."""
         sched, runner = self.scheduler, self.runner
-        times = runner.decode_run_times(batch.seq_lens, sched.decode_run_limit(MAX_DECODE_RUN))
+        limit = sched.decode_run_limit(MAX_DECODE_RUN)
+        times = runner.decode_run_times(batch.seq_lens, limit.steps)
         starts = self.run_starts(times.durations)               # cut at the next arrival
         # NOTE: a decode batch's seq_lens count the prompt and every output (the last output
         # is this step's input), so seq_lens - prompt_lens are the output lengths.
@@ -159,7 +160,7 @@ class EngineLoop:
                                           len(starts) - 1)      # [k, B]
         if len(tokens) == 0:
             return False
-        f = sched.decode_run_steps_before_finish(tokens)
+        f = sched.decode_run_steps_before_finish(tokens, limit.length_limit_step)
         m = min(f + 1, len(tokens))  # step f, if in the run, may finish a request: applied last
         # NOTE: the run's results are in at its start; the hook is not asked, as the token
         # source's `finished` cannot end a request inside a run (steps_before_end cut it).
