@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+import numpy as np
+
 from shared.chunk_cache import ChunkCache
 from shared.kv_memory import KVMemory
 from shared.req import Req
@@ -31,7 +33,10 @@ class AddReqResult(Enum):
 
 class PrefillAdder:
     def __init__(self, mem: KVMemory, running_reqs: list[Req], new_token_ratio: float,
-                 max_prefill_tokens: int, chunk_size: int | None, mixed_decode_tokens: int = 0) -> None:
+                 max_prefill_tokens: int, chunk_size: int | None, mixed_decode_tokens: int = 0,
+                 running_remaining: np.ndarray | None = None) -> None:
+        """`running_remaining` ([R] int64), when given, is max_new_tokens - len(output_ids)
+        of each running request (ScheduleBatch.remaining_new_tokens)."""
         self.mem = mem
         self.ps = mem.page_size
         self.running_reqs = running_reqs
@@ -39,8 +44,11 @@ class PrefillAdder:
         m = mixed_decode_tokens
         self.rem_input_tokens = max_prefill_tokens - m
         self.rem_chunk_tokens = None if chunk_size is None else chunk_size - m
-        remaining = [min(r.sampling_params.max_new_tokens - len(r.output_ids), CLIP_MAX_NEW_TOKENS)
-                     for r in running_reqs]
+        if running_remaining is None:
+            remaining = [min(r.sampling_params.max_new_tokens - len(r.output_ids), CLIP_MAX_NEW_TOKENS)
+                         for r in running_reqs]
+        else:
+            remaining = np.minimum(running_remaining, CLIP_MAX_NEW_TOKENS).tolist()
         self.rem_total_token_offset = m + sum(map(new_token_ratio.__mul__, remaining))
         self.cur_rem_token_offset = m
         self.can_run_list: list[Req] = []

@@ -219,6 +219,15 @@ class ScheduleBatch:
         mine, theirs = self._info, other._info
         self._info = None if mine is None or theirs is None else _concat_info(mine, theirs)
 
+    def remaining_new_tokens(self) -> np.ndarray:
+        """[B] int64 max_new_tokens - len(output_ids) per request, between steps (after a
+        result was processed), read from the batch's arrays.
+
+        NOTE: a step's seq_lens count the prompt and every output but the token that step
+        sampled, so then len(output_ids) == seq_lens - prompt_lens + 1 (decode, extend and
+        mixed alike; tests/test_scheduler_properties.py checks it at every admission)."""
+        return self.max_new_tokens - (self.seq_lens - self.prompt_lens + 1)
+
     def new_tokens_required_next_decode(self, selected: list[int] | None = None) -> int:
         seq = self.seq_lens if selected is None else self.seq_lens[_i64(selected)]
         ps = self.mem.page_size

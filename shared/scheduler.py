@@ -186,10 +186,12 @@ class Scheduler:
 
     def _admit(self) -> PrefillAdder:
         running = self.running_batch.reqs if self.running_batch else []
+        remaining = self.running_batch.remaining_new_tokens() if self.running_batch else None
         mixed = len(running) if self.config.enable_mixed_chunk else 0
         self.policy.calc_priority(self.waiting_queue)
         adder = PrefillAdder(self.mem, running, self.new_token_ratio.value,
-                             self.config.max_prefill_tokens, self.config.chunk_size, mixed)
+                             self.config.max_prefill_tokens, self.config.chunk_size, mixed,
+                             running_remaining=remaining)
         if self.chunked_req is not None:
             self.chunked_req.init_next_round_input(None)
             self.chunked_req = adder.add_chunked_req(self.chunked_req)

@@ -5,11 +5,13 @@ with exactly `max_new_tokens` outputs, the scripted ones, also after retraction.
 """
 
 import numpy as np
+import pytest
 from hypothesis import event, given, settings
 
 from shared import SamplingParams
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.req import Req
+from shared.schedule_batch import ScheduleBatch
 from shared.scheduler import Scheduler
 from shared.trace import Trace
 from tests.scripted_runner import ScriptedRunner, default_token, drive
@@ -126,3 +128,23 @@ def test_same_workload_and_seed_give_identical_traces(case, tmp_path_factory):
     assert loaded.steps == a.steps
     assert loaded.engine_config == a.engine_config
     assert loaded.requests.keys() == a.requests.keys()
+
+
+@given(case=scheduler_cases())
+def test_admission_reads_each_running_requests_remaining_tokens_from_the_arrays(case):
+    """At every admission the batch arrays give each running request's max_new_tokens -
+    len(output_ids) (the identity remaining_new_tokens relies on), under retraction,
+    chunking and mixed steps."""
+    checked = []
+    remaining = ScheduleBatch.remaining_new_tokens
+
+    def checking(batch):
+        got = remaining(batch)
+        assert got.tolist() == [r.sampling_params.max_new_tokens - len(r.output_ids) for r in batch.reqs]
+        checked.append(len(batch))
+        return got
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(ScheduleBatch, "remaining_new_tokens", checking)
+        _run(case)
+    event(f"admissions with running requests: {'some' if any(checked) else 'none'}")
