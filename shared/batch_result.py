@@ -175,20 +175,17 @@ class BatchResultProcessor:
     def _record_step(self, batch: ScheduleBatch, rows: LogitRows, graph: bool | None,
                      padded_batch_size: int | None, recorded: np.ndarray, now: float) -> None:
         s, pos = self.s, batch.positions()
-        extend = batch.forward_mode.is_extend()
         empty = np.zeros(0, np.int64)
-        s.trace.append_step(
-            step=s.step, forward_mode=batch.forward_mode.name, rids=batch.rids,
-            input_ids=batch.input_ids, positions=pos.positions, out_cache_loc=batch.out_cache_loc,
-            req_pool_indices=batch.req_pool_indices, seq_lens=batch.seq_lens,
-            extend_prefix_lens=batch.prefix_lens if extend else empty,
-            extend_seq_lens=batch.extend_lens if extend else empty,
-            extend_start_loc=pos.extend_start_loc if extend else empty,
-            extend_logprob_start_lens=batch.extend_logprob_start_lens if extend else empty,
-            pruned_rows=rows.pruned_rows, sample_indices=rows.sample_indices,
-            next_token_ids=recorded, graph=bool(graph),
-            padded_batch_size=padded_batch_size or len(batch),
-            start_time=s.step_start, duration=now - s.step_start,
-            queue_len=len(s.waiting_queue),
-            kv_used_tokens=s.mem.allocator.size - s.mem.allocator.available_size())
+        if batch.forward_mode.is_extend():
+            extend = (batch.prefix_lens, batch.extend_lens, pos.extend_start_loc,
+                      batch.extend_logprob_start_lens)
+        else:
+            extend = (empty, empty, empty, empty)
+        # NOTE: StepRecord's field order (shared.trace.STEP_FIELDS)
+        s.trace.append_step_values((
+            s.step, batch.forward_mode.name, batch.rids, batch.input_ids, pos.positions,
+            batch.out_cache_loc, batch.req_pool_indices, batch.seq_lens, *extend,
+            rows.pruned_rows, rows.sample_indices, recorded, bool(graph),
+            padded_batch_size or len(batch), s.step_start, now - s.step_start,
+            len(s.waiting_queue), s.mem.allocator.size - s.mem.allocator.available_size()))
         s.step += 1

@@ -150,14 +150,12 @@ def _record(s: Scheduler, batch: ScheduleBatch, inputs: np.ndarray, positions: n
     if not len(tokens):
         return
     rows, empty = np.arange(len(batch), dtype=np.int64), np.zeros(0, np.int64)
-    common = dict(forward_mode="DECODE", rids=batch.rids, req_pool_indices=batch.req_pool_indices,
-                  extend_prefix_lens=empty, extend_seq_lens=empty, extend_start_loc=empty,
-                  extend_logprob_start_lens=empty, pruned_rows=rows, sample_indices=rows,
-                  graph=graph, padded_batch_size=padded, queue_len=len(s.waiting_queue))
-    seq_lens, first = positions + 1, s.step                          # [k, B]
-    s.trace.append_steps([
-        dict(common, step=first + j, input_ids=inputs[j], positions=positions[j],
-             out_cache_loc=slots[j], seq_lens=seq_lens[j], next_token_ids=tokens[j],
-             start_time=starts[j], duration=starts[j + 1] - starts[j], kv_used_tokens=used[j])
+    rids, pool_rows, first, queue = batch.rids, batch.req_pool_indices, s.step, len(s.waiting_queue)
+    seq_lens = positions + 1                                         # [k, B]
+    # NOTE: StepRecord's field order (shared.trace.STEP_FIELDS)
+    s.trace.append_steps_values([
+        (first + j, "DECODE", rids, inputs[j], positions[j], slots[j], pool_rows, seq_lens[j],
+         empty, empty, empty, empty, rows, rows, tokens[j], graph, padded, starts[j],
+         starts[j + 1] - starts[j], queue, used[j])
         for j in range(len(tokens))])
     s.step += len(tokens)

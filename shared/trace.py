@@ -5,13 +5,15 @@ model's config.json, the executor (device or hardware key) and every request (ar
 prompt, sampling parameters, final output length, finish reason, timings). Then one line
 per StepRecord. A trace file alone is enough to replay a run.
 
-NOTE: the scheduler appends steps as numpy arrays; they become `StepRecord`s (tuples of
-ints) when `steps` is first read after an append. That keeps the per-step cost and the
-memory of a long simulation small.
+NOTE: the scheduler appends steps as tuples of field values in StepRecord order
+(`STEP_FIELDS`), arrays as numpy arrays; they become `StepRecord`s (tuples of ints) when
+`steps` is first read after an append. That keeps the per-step cost and the memory of a
+long simulation small.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import operator
 from collections.abc import Iterator
@@ -26,6 +28,9 @@ from shared.finish_reason import FinishReason
 from shared.sampling_params import SamplingParams
 from shared.step_record import StepRecord
 
+STEP_FIELDS = tuple(f.name for f in dataclasses.fields(StepRecord))
+_FIELD_INDEX = {name: i for i, name in enumerate(STEP_FIELDS)}
+_FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(StepRecord)}
 TRACE_FORMAT = "batchtwin-trace"
 TRACE_VERSION = 1
 
@@ -75,7 +80,7 @@ class Trace:
     executor: dict[str, Any] = field(default_factory=dict)
     requests: dict[str, RequestRecord] = field(default_factory=dict)
     _steps: list[StepRecord] = field(default_factory=list, repr=False)
-    _pending: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    _pending: list[tuple] = field(default_factory=list, repr=False)  # values in STEP_FIELDS order
 
     @property
     def steps(self) -> list[StepRecord]:
@@ -90,20 +95,25 @@ class Trace:
         if len(names) < 2:
             raise ValueError("step_fields needs at least two field names")
         return (list(map(operator.attrgetter(*names), self._steps))
-                + list(map(operator.itemgetter(*names), self._pending)))
+                + list(map(operator.itemgetter(*map(_FIELD_INDEX.__getitem__, names)), self._pending)))
 
     def step_columns(self, *names: str) -> list[list]:
         """Per named field, its value in every step (as step_fields stores them), one list
         per field: a column-wise step_fields."""
         return [list(map(operator.attrgetter(name), self._steps))
-                + list(map(operator.itemgetter(name), self._pending)) for name in names]
+                + list(map(operator.itemgetter(_FIELD_INDEX[name]), self._pending)) for name in names]
 
     def append_step(self, **fields: Any) -> None:
-        """Record one step; array fields may be numpy arrays (converted when read)."""
-        self._pending.append(fields)
+        """Record one step by field name (StepRecord's defaults fill the rest); array fields
+        may be numpy arrays (converted when read)."""
+        self._pending.append(tuple(fields[n] if n in fields else _FIELD_DEFAULTS[n] for n in STEP_FIELDS))
 
-    def append_steps(self, steps: list[dict[str, Any]]) -> None:
-        """Record steps given as dicts of append_step's fields, in order."""
+    def append_step_values(self, values: tuple) -> None:
+        """Record one step given as its field values in STEP_FIELDS order."""
+        self._pending.append(values)
+
+    def append_steps_values(self, steps: list[tuple]) -> None:
+        """Record steps given as field values in STEP_FIELDS order, in order."""
         self._pending.extend(steps)
 
     def __iter__(self) -> Iterator[StepRecord]:
@@ -170,9 +180,8 @@ def _header(d: dict[str, Any]) -> tuple:
             d["model_config"], d["executor"], {r.rid: r for r in reqs})
 
 
-def _materialise(fields: dict[str, Any]) -> StepRecord:
-    return StepRecord(**{k: tuple(v.tolist()) if isinstance(v, np.ndarray) else v
-                         for k, v in fields.items()})
+def _materialise(values: tuple) -> StepRecord:
+    return StepRecord(*[tuple(v.tolist()) if isinstance(v, np.ndarray) else v for v in values])
 
 
 def _json_float(x: float) -> float | None:
