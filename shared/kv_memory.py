@@ -82,11 +82,12 @@ class KVMemory:
         Returns out_cache_loc [B] int64."""
         rows = np.asarray(req_pool_indices, dtype=np.int64)
         seq = np.asarray(seq_lens, dtype=np.int64)
-        table = self.req_to_token_pool.req_to_token
-        # NOTE: with page_size 1 every token opens a page, so the last slot is not needed.
-        last_loc = table[rows, seq - 1].astype(np.int64) if self.page_size > 1 else seq  # [B]
-        self._evict_for(len(rows) * self.page_size)
-        out = self.allocator.alloc_decode(seq + 1, last_loc)
+        table, ps = self.req_to_token_pool.req_to_token, self.allocator.page_size
+        self._evict_for(len(rows) * ps)
+        if ps == 1:  # NOTE: every token opens a page: the next B free slots, in order
+            out = self.allocator.alloc(len(rows))
+        else:
+            out = self.allocator.alloc_decode(seq + 1, table[rows, seq - 1].astype(np.int64))
         if out is None:
             raise KVCacheOOMError(f"decode out of KV memory: {len(rows)} requests, "
                                   f"{self.allocator.available_size()} tokens free")

@@ -57,6 +57,8 @@ class TokenToKVPoolAllocator:
         pages = self._take(n // ps)
         if pages is None:
             return None
+        if ps == 1:
+            return pages.copy()
         return (pages[:, None] * ps + np.arange(ps)).reshape(-1)
 
     def alloc_extend(

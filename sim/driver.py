@@ -180,7 +180,9 @@ class EngineLoop:
         for d in durations:
             if len(starts) > 1 and starts[-1] >= nxt:
                 break
-            starts.append(starts[-1] + check_step_time(d))
+            if not 0.0 <= d < math.inf:  # NOTE: check_step_time, inlined (NaN fails too)
+                check_step_time(d)
+            starts.append(starts[-1] + d)
         return starts
 
     def step_time(self, fb: ForwardBatch, out: RunnerOutput) -> float:
