@@ -134,6 +134,7 @@ class KVMemory:
         pool = self.req_to_token_pool
         start = 0
         for r, p, s in zip(reqs, pre.tolist(), seq.tolist(), strict=True):
-            pool.write(r.req_pool_idx, 0, r.prefix_indices)
+            if p:
+                pool.write(r.req_pool_idx, 0, r.prefix_indices)
             pool.write(r.req_pool_idx, p, out[start : start + s - p])
             start += s - p

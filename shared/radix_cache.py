@@ -140,10 +140,13 @@ class RadixCache:
         tree_slots, new_last = np.concatenate(ins.slots) if ins.slots else kv[:0], ins.node
         if len(tree_slots) != aligned:
             raise AssertionError(f"cache_unfinished_req: matched {len(tree_slots)} of {aligned}")
-        self.req_to_token_pool.write(row, protected, tree_slots[protected:])
+        # NOTE: the row holds the tree's slots below `protected` and its own from there; they
+        # differ from the tree's only where the walk matched what another request inserted.
+        if ins.matched > protected:
+            self.req_to_token_pool.write(row, protected, tree_slots[protected : ins.matched])
         self.dec_lock_ref(req.last_node)
         self.inc_lock_ref(new_last)
-        req.prefix_indices = np.concatenate((tree_slots, kv[aligned:]))
+        req.prefix_indices = tree_slots if aligned == n else np.concatenate((tree_slots, kv[aligned:]))
         req.cache_protected_len = aligned
         req.last_node = new_last
 
