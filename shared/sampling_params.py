@@ -102,11 +102,6 @@ class SamplingParams:
         return cls(**d)
 
 
-def _require(ok: bool, field: str, value: Any, reason: str) -> None:
-    if not ok:
-        raise InvalidRequestError(field, value, reason)
-
-
 def _is_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
@@ -118,55 +113,65 @@ def _plain_int(x: Any) -> Any:
     return x
 
 
+# NOTE: each check raises on its first failure; reasons are formatted only then (validation
+# runs for every request the scheduler admits).
+
+
 def _check_unsupported(p: SamplingParams, vocab_size: int, prompt_len: int | None) -> None:
-    _require(_is_int(p.n) and p.n == 1, "n", p.n, "n > 1 (parallel sampling) is not supported")
+    if not (_is_int(p.n) and p.n == 1):
+        raise InvalidRequestError("n", p.n, "n > 1 (parallel sampling) is not supported")
     for name in UNSUPPORTED_GRAMMARS:
         value = getattr(p, name)
-        _require(value is None, name, value, "constrained decoding is not supported")
+        if value is not None:
+            raise InvalidRequestError(name, value, "constrained decoding is not supported")
 
 
 def _check_temperature_and_truncation(p: SamplingParams, vocab_size: int, prompt_len: int | None) -> None:
-    _require(p.temperature >= 0, "temperature", p.temperature, "must be non-negative")
-    _require(0 < p.top_p <= 1, "top_p", p.top_p, "must be in (0, 1]")
-    _require(0 <= p.min_p <= 1, "min_p", p.min_p, "must be in [0, 1]")
-    _require(_is_int(p.top_k) and p.top_k >= 1, "top_k", p.top_k,
-             "must be -1 (disable) or at least 1")
+    if not p.temperature >= 0:
+        raise InvalidRequestError("temperature", p.temperature, "must be non-negative")
+    if not 0 < p.top_p <= 1:
+        raise InvalidRequestError("top_p", p.top_p, "must be in (0, 1]")
+    if not 0 <= p.min_p <= 1:
+        raise InvalidRequestError("min_p", p.min_p, "must be in [0, 1]")
+    if not (_is_int(p.top_k) and p.top_k >= 1):
+        raise InvalidRequestError("top_k", p.top_k, "must be -1 (disable) or at least 1")
 
 
 def _check_penalties(p: SamplingParams, vocab_size: int, prompt_len: int | None) -> None:
     for name in ("frequency_penalty", "presence_penalty"):
         value = getattr(p, name)
-        _require(-2 <= value <= 2, name, value, "must be in [-2, 2]")
-    _require(0 <= p.repetition_penalty <= 2, "repetition_penalty", p.repetition_penalty,
-             "must be in [0, 2]")
+        if not -2 <= value <= 2:
+            raise InvalidRequestError(name, value, "must be in [-2, 2]")
+    if not 0 <= p.repetition_penalty <= 2:
+        raise InvalidRequestError("repetition_penalty", p.repetition_penalty, "must be in [0, 2]")
 
 
 def _check_lengths(p: SamplingParams, vocab_size: int, prompt_len: int | None) -> None:
-    _require(_is_int(p.max_new_tokens) and p.max_new_tokens >= 1, "max_new_tokens",
-             p.max_new_tokens, "must be an integer >= 1")
-    _require(_is_int(p.min_new_tokens) and 0 <= p.min_new_tokens <= p.max_new_tokens,
-             "min_new_tokens", p.min_new_tokens,
-             f"must be in [0, max_new_tokens={p.max_new_tokens}]")
+    if not (_is_int(p.max_new_tokens) and p.max_new_tokens >= 1):
+        raise InvalidRequestError("max_new_tokens", p.max_new_tokens, "must be an integer >= 1")
+    if not (_is_int(p.min_new_tokens) and 0 <= p.min_new_tokens <= p.max_new_tokens):
+        raise InvalidRequestError("min_new_tokens", p.min_new_tokens,
+                                  f"must be in [0, max_new_tokens={p.max_new_tokens}]")
 
 
 def _check_token_ids(p: SamplingParams, vocab_size: int, prompt_len: int | None) -> None:
-    for name, ids in (("logit_bias", p.logit_bias or {}), ("stop_token_ids", p.stop_token_ids or ())):
-        bad = [t for t in ids if not _is_int(t) or not 0 <= t < vocab_size]
+    for name, ids in (("logit_bias", p.logit_bias), ("stop_token_ids", p.stop_token_ids)):
+        bad = [t for t in ids if not _is_int(t) or not 0 <= t < vocab_size] if ids else ()
         if bad:
             raise InvalidRequestError(name, bad[0], f"token ids must be in [0, {vocab_size - 1}]")
-    _require(p.stop is None or all(isinstance(s, str) and s for s in p.stop), "stop", p.stop,
-             "stop strings must be non-empty strings")
+    if not (p.stop is None or all(isinstance(s, str) and s for s in p.stop)):
+        raise InvalidRequestError("stop", p.stop, "stop strings must be non-empty strings")
 
 
 def _check_logprobs_and_seed(p: SamplingParams, vocab_size: int, prompt_len: int | None) -> None:
-    limit = "a prompt position" if prompt_len is None else f"in [-1, {prompt_len}] (the prompt length)"
-    _require(_is_int(p.logprob_start_len) and p.logprob_start_len >= -1
-             and (prompt_len is None or p.logprob_start_len <= prompt_len),
-             "logprob_start_len", p.logprob_start_len, f"must be -1 (none) or {limit}")
-    _require(_is_int(p.top_logprobs_num) and p.top_logprobs_num >= 0, "top_logprobs_num",
-             p.top_logprobs_num, "must be >= 0")
-    _require(p.sampling_seed is None or _is_int(p.sampling_seed), "sampling_seed",
-             p.sampling_seed, "must be an integer or None")
+    if not (_is_int(p.logprob_start_len) and p.logprob_start_len >= -1
+            and (prompt_len is None or p.logprob_start_len <= prompt_len)):
+        limit = "a prompt position" if prompt_len is None else f"in [-1, {prompt_len}] (the prompt length)"
+        raise InvalidRequestError("logprob_start_len", p.logprob_start_len, f"must be -1 (none) or {limit}")
+    if not (_is_int(p.top_logprobs_num) and p.top_logprobs_num >= 0):
+        raise InvalidRequestError("top_logprobs_num", p.top_logprobs_num, "must be >= 0")
+    if not (p.sampling_seed is None or _is_int(p.sampling_seed)):
+        raise InvalidRequestError("sampling_seed", p.sampling_seed, "must be an integer or None")
 
 
 _CHECKS = (
