@@ -2,8 +2,8 @@
 
 Two processes share one `simpy.Environment`:
 
-- arrivals: sleeps until each distinct arrival time of the workload and wakes the engine if it
-  is idle;
+- arrivals: once the engine idles, sleeps until the next arrival time of the workload and
+  wakes the engine (a busy engine admits arrivals itself between steps);
 - engine: at the top of every iteration admits every request whose `arrival_time <= now`
   (`WorkloadRequest.to_req()`, in workload order, as exec's online driver and SGLang's
   `recv_requests` do), then runs the scheduler's driver loop (`Scheduler` docstring):
@@ -93,17 +93,23 @@ class EngineLoop:
         self.clock, self.finished_hook = clock, finished_hook
         self.next = 0                           # index of the next request to admit
         self.idle: simpy.Event | None = None    # set while the engine waits for an arrival
+        self.went_idle = env.event()            # the engine tells the arrival process
         self.progress = progress                # a tqdm bar counting finished requests
         self.decode_runs = False                # apply decode runs (supports_decode_runs)
 
     def arrivals(self) -> Iterator[simpy.Event]:
+        """Wake the idle engine at the next arrival. NOTE: while the engine works it admits
+        arrivals itself at the end of each step, so this process sleeps until the engine
+        idles, then until the next arrival time."""
         env = self.env
-        for t in distinct_times(self.requests):
+        while True:
+            yield self.went_idle
+            self.went_idle = env.event()
+            t = self.requests[self.next].arrival_time
             # NOTE: now + (t - now) can round below t; a second, tiny timeout lands exactly.
             while env.now < t:
                 yield env.timeout(t - env.now)
-            if self.idle is not None and not self.idle.triggered:
-                self.idle.succeed()
+            self.idle.succeed()
 
     def engine(self) -> Iterator[simpy.Event]:
         sched = self.scheduler
@@ -117,6 +123,7 @@ class EngineLoop:
                 yield from self.step(batch)
             elif self.next < len(self.requests):
                 self.idle = self.env.event()
+                self.went_idle.succeed()
                 yield self.idle
                 self.idle = None
             elif sched.has_work():
@@ -246,12 +253,3 @@ def supports_decode_runs(runner: ModelRunner, clock: CostModel | None,
     source = getattr(runner, "token_source", None)
     return (clock is None and hasattr(runner, "decode_run_tokens")
             and (finished_hook is None or getattr(finished_hook, "__self__", None) is source))
-
-
-def distinct_times(requests: Sequence[WorkloadRequest]) -> Iterator[float]:
-    """The arrival times of `requests` (sorted by arrival), each once."""
-    last = None
-    for r in requests:
-        if r.arrival_time != last:
-            last = r.arrival_time
-            yield last
