@@ -101,20 +101,25 @@ def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], grap
     as process_batch_result would (finishing requests at starts[k]); returns the requests
     that finished. The caller checked the steps against decode_run_limit and
     steps_before_finish."""
-    batch, mem = s.running_batch, s.mem
+    batch = s.running_batch
     k, seq0 = len(tokens), batch.seq_lens                            # seq0: step 0's lengths
     n = k - 1                                                        # steps after step 0 to allocate
-    used0 = mem.allocator.size - mem.allocator.available_size()
-    more, used = _alloc_slots(mem, batch, n)                         # [n, B], [n]
-    slots = np.concatenate((batch.out_cache_loc[None], more))        # [k, B]
-    positions = seq0 - 1 + np.arange(k)[:, None]                     # [k, B]
-    mem.req_to_token_pool.req_to_token[batch.req_pool_indices, positions[1:]] = more
-    inputs = np.concatenate((batch.input_ids[None], tokens[:n]))     # [k, B] step j's input
-    # NOTE: list.extend mapped over the requests (C speed; the list of Nones is dropped)
-    list(map(list.extend, batch.per_request_info().output_ids, tokens.T.tolist()))
+    used0 = s.mem.allocator.size - s.mem.allocator.available_size()
+    if n:
+        slots, positions, inputs, used = _schedule_steps(s.mem, batch, tokens)  # [k, B] each
+    else:  # step 0 alone: it is scheduled already
+        slots, positions, inputs, used = batch.out_cache_loc[None], None, batch.input_ids[None], []
+    # NOTE: list.extend / list.append mapped over the requests (C speed; the Nones are dropped)
+    outputs = batch.per_request_info().output_ids
+    if n:
+        list(map(list.extend, outputs, tokens.T.tolist()))
+    else:
+        list(map(list.append, outputs, tokens[0].tolist()))
     recorded = n if finish_last else k                               # the last is recorded below
-    _record(s, batch, inputs[:recorded], positions, slots, tokens[:recorded], [used0, *used],
-            starts, graph, padded_batch_size)
+    if recorded:
+        positions = seq0 - 1 + np.arange(k)[:, None] if positions is None else positions
+        _record(s, batch, inputs[:recorded], positions, slots, tokens[:recorded], [used0, *used],
+                starts, graph, padded_batch_size)
     for _ in range(n):
         s.new_token_ratio.on_decode()
     batch.set_decode_state(seq0 + n, inputs[n], slots[n], tokens[n])
@@ -122,6 +127,19 @@ def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], grap
     if not finish_last:
         return []
     return s.results.process_decoded(batch, tokens[n], starts[k], graph, padded_batch_size)
+
+
+def _schedule_steps(mem: KVMemory, batch: ScheduleBatch, tokens: np.ndarray):
+    """Slots (allocated for steps 1..k-1, written into req_to_token), positions and inputs
+    of the k = len(tokens) > 1 steps of a run, [k, B] each, and the KV tokens in use after
+    each allocation."""
+    n, seq0 = len(tokens) - 1, batch.seq_lens
+    more, used = _alloc_slots(mem, batch, n)                         # [n, B], [n]
+    slots = np.concatenate((batch.out_cache_loc[None], more))        # [k, B]
+    positions = seq0 - 1 + np.arange(n + 1)[:, None]                 # [k, B]
+    mem.req_to_token_pool.req_to_token[batch.req_pool_indices, positions[1:]] = more
+    inputs = np.concatenate((batch.input_ids[None], tokens[:n]))     # [k, B] step j's input
+    return slots, positions, inputs, used
 
 
 def _alloc_slots(mem: KVMemory, batch: ScheduleBatch, k: int) -> tuple[np.ndarray, list[int]]:
@@ -147,8 +165,6 @@ def _alloc_slots(mem: KVMemory, batch: ScheduleBatch, k: int) -> tuple[np.ndarra
 def _record(s: Scheduler, batch: ScheduleBatch, inputs: np.ndarray, positions: np.ndarray,
             slots: np.ndarray, tokens: np.ndarray, used: list[int], starts: list[float],
             graph: bool, padded: int) -> None:
-    if not len(tokens):
-        return
     rows, empty = np.arange(len(batch), dtype=np.int64), np.zeros(0, np.int64)
     rids, pool_rows, first, queue = batch.rids, batch.req_pool_indices, s.step, len(s.waiting_queue)
     seq_lens = positions + 1                                         # [k, B]
