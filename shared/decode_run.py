@@ -47,13 +47,14 @@ def decode_run_limit(batch: ScheduleBatch, mem: KVMemory, steady: bool,
     get_next_batch_to_run) first, could follow one another with no scheduling decision,
     provided none of them but the last finishes a request: at least 1; more only while the
     scheduler is `steady` (nothing can be admitted, no request is chunked, aborted or just
-    finished) and every step finds its KV slots free without evicting; at most up to the
+    finished) and every step finds its KV slots (free, or at page size 1 freed by evicting
+    cached prefixes as check_decode_mem does, never by retracting); at most up to the
     first step in which a request may reach its length limit. Tokens can end requests
     earlier: see steps_before_finish."""
     to_limit = steps_to_length_limit(batch)
     if not steady:
         return DecodeRunLimit(1, to_limit)
-    free = _steps_with_free_slots(mem, batch, max_steps)
+    free = _steps_with_slots(mem, batch, max_steps)
     return DecodeRunLimit(max(1, min(max_steps, to_limit + 1, 1 + free)), to_limit)
 
 
@@ -66,12 +67,13 @@ def steps_to_length_limit(batch: ScheduleBatch) -> int:
     return int((batch.max_new_tokens - 1 - (batch.seq_lens - batch.prompt_lens)).min())
 
 
-def _steps_with_free_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) -> int:
-    """Steps j = 0, 1, ... before which at least B * page_size slots are free (so neither
-    check_decode_mem nor alloc_for_decode evicts)."""
+def _steps_with_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) -> int:
+    """Steps j = 0, 1, ... before which the next step's slots can be had: at page size 1 B
+    slots free or evictable (check_decode_mem evicts, and never retracts); with pages,
+    B * page_size free (neither check_decode_mem nor alloc_for_decode evicts)."""
     ps, b, free = mem.page_size, len(batch), mem.allocator.available_size()
-    if ps == 1:
-        return free // b
+    if ps == 1:  # NOTE: eviction moves tokens from evictable to free: the sum only shrinks by B a step
+        return (free + mem.tree_cache.evictable_size()) // b
     positions = batch.seq_lens + np.arange(max_steps)[:, None]       # [k, B] token written
     taken = ps * np.count_nonzero(positions % ps == 0, axis=1)       # [k] slots step j opens
     before = free - (np.cumsum(taken) - taken)                       # [k] free before step j
@@ -148,10 +150,8 @@ def _alloc_slots(mem: KVMemory, batch: ScheduleBatch, k: int) -> tuple[np.ndarra
     a, b = mem.allocator, len(batch)
     if k == 0:
         return np.zeros((0, b), np.int64), []
-    used0 = a.size - a.available_size()
     if mem.page_size == 1:
-        slots = a.alloc(k * b).reshape(k, b)   # FIFO: step j takes the next B free slots
-        return slots, [used0 + (j + 1) * b for j in range(k)]
+        return _alloc_evicting(mem, b, k)
     table, rows, seq = mem.req_to_token_pool.req_to_token, batch.req_pool_indices, batch.seq_lens
     last = table[rows, seq - 1].astype(np.int64)
     out, used = [], []
@@ -160,6 +160,24 @@ def _alloc_slots(mem: KVMemory, batch: ScheduleBatch, k: int) -> tuple[np.ndarra
         out.append(last)
         used.append(a.size - a.available_size())
     return np.stack(out), used
+
+
+def _alloc_evicting(mem: KVMemory, b: int, k: int) -> tuple[np.ndarray, list[int]]:
+    """_alloc_slots at page size 1: before a step finds fewer than B free slots, evict B
+    cached tokens (check_decode_mem's eviction); the steps in between take their slots in
+    one allocation (FIFO: step j takes the next B free slots)."""
+    a, parts, used = mem.allocator, [], []
+    while k:
+        if a.available_size() < b:
+            mem.tree_cache.evict(b)
+        t = min(k, a.available_size() // b)
+        if t == 0:
+            raise AssertionError("decode run past its KV limit (decode_run_limit)")
+        used0 = a.size - a.available_size()
+        parts.append(a.alloc(t * b).reshape(t, b))
+        used += [used0 + (j + 1) * b for j in range(t)]
+        k -= t
+    return (parts[0] if len(parts) == 1 else np.concatenate(parts)), used
 
 
 def _record(s: Scheduler, batch: ScheduleBatch, inputs: np.ndarray, positions: np.ndarray,
