@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shared.finish_reason import FinishReason
-from shared.logit_rows import LogitRows, decode_logit_rows
+from shared.logit_rows import LogitRows, recorded_decode_rows
 from shared.model_runner import RunnerOutput
 from shared.req import Req
 from shared.schedule_batch import ScheduleBatch
@@ -68,7 +68,7 @@ class BatchResultProcessor:
         with (the last step of a decode run, shared.decode_run), with no caller finishes."""
         done = self._finish_decoded(batch, ids, now)
         batch.output_ids = ids
-        self._record_step(batch, decode_logit_rows(len(batch)), graph, padded_batch_size, ids, now)
+        self._record_step(batch, recorded_decode_rows(len(batch)), graph, padded_batch_size, ids, now)
         return done
 
     def _process_prefill(self, batch: ScheduleBatch, ids: np.ndarray, now: float):
@@ -175,11 +175,11 @@ class BatchResultProcessor:
     def _record_step(self, batch: ScheduleBatch, rows: LogitRows, graph: bool | None,
                      padded_batch_size: int | None, recorded: np.ndarray, now: float) -> None:
         s, pos = self.s, batch.positions()
-        empty = np.zeros(0, np.int64)
         if batch.forward_mode.is_extend():
             extend = (batch.prefix_lens, batch.extend_lens, pos.extend_start_loc,
                       batch.extend_logprob_start_lens)
         else:
+            empty = np.zeros(0, np.int64)
             extend = (empty, empty, empty, empty)
         # NOTE: StepRecord's field order (shared.trace.STEP_FIELDS)
         s.trace.append_step_values((

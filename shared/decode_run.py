@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from shared.logit_rows import recorded_decode_rows
+
 if TYPE_CHECKING:
     from shared.kv_memory import KVMemory
     from shared.req import Req
@@ -183,7 +185,7 @@ def _alloc_evicting(mem: KVMemory, b: int, k: int) -> tuple[np.ndarray, list[int
 def _record(s: Scheduler, batch: ScheduleBatch, inputs: np.ndarray, positions: np.ndarray,
             slots: np.ndarray, tokens: np.ndarray, used: list[int], starts: list[float],
             graph: bool, padded: int) -> None:
-    rows, empty = np.arange(len(batch), dtype=np.int64), np.zeros(0, np.int64)
+    rows, _, empty = recorded_decode_rows(len(batch))
     rids, pool_rows, first, queue = batch.rids, batch.req_pool_indices, s.step, len(s.waiting_queue)
     seq_lens = positions + 1                                         # [k, B]
     # NOTE: StepRecord's field order (shared.trace.STEP_FIELDS)

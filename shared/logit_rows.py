@@ -8,6 +8,7 @@ sample from). `sample_indices` and `input_logprob_indices` index `pruned_rows`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -24,6 +25,13 @@ def decode_logit_rows(batch_size: int) -> LogitRows:
     """A decode batch's rows: every request's one token becomes logits and is sampled."""
     rows = np.arange(batch_size, dtype=np.int64)
     return LogitRows(rows, rows, np.zeros(0, np.int64))
+
+
+@functools.lru_cache(maxsize=1024)
+def recorded_decode_rows(batch_size: int) -> LogitRows:
+    """decode_logit_rows, one shared instance per size, for records that only read them
+    (the trace of a decode step). NOTE: never hand these to a runner: it may write."""
+    return decode_logit_rows(batch_size)
 
 
 def _ragged_arange(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
