@@ -112,11 +112,27 @@ class RadixCache:
             values.append(leaf)
         return Inserted(node, values, matched)
 
+    def _insert_after(self, start: TreeNode, offset: int, key: np.ndarray, value: np.ndarray) -> int:
+        """insert of a key whose first `offset` tokens are the path root -> `start` (a locked
+        prefix), given the rest (`offset` and the rest page-aligned): that path is touched as
+        a walk from the root would touch it, and the walk goes on from `start`. Returns the
+        matched length, counted from the root."""
+        node, _, matched = self._walk(key, start)
+        if matched < len(key):
+            self._add_leaf(node, key[matched:].copy(), np.array(value[matched:], dtype=np.int64))
+        return offset + matched
+
     def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
         committed = req.pop_committed_kv_cache()
         kv = self.req_to_token_pool.req_to_token[req.req_pool_idx, :committed].astype(np.int64)
         aligned = committed // self.page_size * self.page_size
-        if is_insert:
+        protected = req.cache_protected_len
+        if is_insert and protected and aligned:
+            # NOTE: the locked prefix [0, protected) is the path to last_node: no need to match it
+            already = self._insert_after(req.last_node, protected,
+                                         req.token_ids(protected, aligned), kv[protected:aligned])
+            self.allocator.free(kv[protected:already])
+        elif is_insert:
             tokens = req.all_token_ids()[:aligned]
             already = self.insert(tokens, kv[:aligned])
             self.allocator.free(kv[req.cache_protected_len : already])
@@ -225,11 +241,18 @@ class RadixCache:
         common = first if n and differ[first] else n
         return common // self.page_size * self.page_size
 
-    def _walk(self, key: np.ndarray) -> tuple[TreeNode, list[np.ndarray], int]:
-        """Follow `key` down, splitting where the match ends inside a node; touch the
-        matched nodes. Returns (deepest matched node, their values, matched length)."""
+    def _walk(self, key: np.ndarray, start: TreeNode | None = None
+              ) -> tuple[TreeNode, list[np.ndarray], int]:
+        """Follow `key` down from the root (or from `start`, after touching its path from
+        the root top-down), splitting where the match ends inside a node; touch the matched
+        nodes. Returns (deepest matched node, their values, matched length past start)."""
         self._tick += 1
-        node, values, matched = self.root, [], 0
+        if start is not None:
+            for x in reversed(list(self._path_to_root(start))):
+                x.last_access = self._tick
+                if x in self._evictable_leaves:
+                    self._push_lru(x)
+        node, values, matched = self.root if start is None else start, [], 0
         while matched < len(key):
             child = node.children.get(self._child_key(key[matched:]))
             if child is None:

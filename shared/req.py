@@ -95,6 +95,17 @@ class Req:
             return self.origin_input_array
         return np.concatenate((self.origin_input_array, np.array(self.output_ids, dtype=np.int64)))
 
+    def token_ids(self, start: int, stop: int) -> np.ndarray:
+        """[stop - start] int64 all_token_ids()[start:stop] (0 <= start <= stop <= P + O),
+        converting only the outputs in range."""
+        p = len(self.origin_input_array)
+        if start >= p:
+            return np.array(self.output_ids[start - p : stop - p], dtype=np.int64)
+        if stop <= p:
+            return self.origin_input_array[start:stop]
+        return np.concatenate((self.origin_input_array[start:],
+                               np.array(self.output_ids[: stop - p], dtype=np.int64)))
+
     @property
     def return_logprob(self) -> bool:
         return self.sampling_params.return_logprob
