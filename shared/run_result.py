@@ -148,12 +148,12 @@ def inter_token_latencies(trace: Trace, rids: set[str]) -> np.ndarray:
     Every (request, token time) row of every step is laid out flat; a stable sort by
     request keeps each request's tokens in time order, and the gaps are the differences
     within a request. Its first token has no gap."""
-    columns = trace.step_columns("rids", "next_token_ids", "start_time", "duration")
+    columns = trace.step_columns("forward_mode", "rids", "next_token_ids", "start_time", "duration")
     if not columns[0] or not rids:
         return np.zeros(0)
     code_of = {rid: i for i, rid in enumerate(sorted(rids))}
-    codes, tokens, times = _token_rows(*columns, code_of)
-    keep = (codes >= 0) & (tokens != -1)
+    codes, times = _token_rows(*columns, code_of)
+    keep = codes >= 0
     codes, times = codes[keep], times[keep]
     order = np.argsort(codes, kind="stable")   # NOTE: radix sort when the codes are int16
     codes, times = codes[order], times[order]
@@ -161,10 +161,10 @@ def inter_token_latencies(trace: Trace, rids: set[str]) -> np.ndarray:
     return np.diff(times)[same]
 
 
-def _token_rows(rids: list[tuple], ids: list, start: list[float], dur: list[float],
-                code_of: dict[str, int]):
-    """Flat [N] request codes (-1: not asked for; int16 when they fit), token ids and step
-    end times, from per-step columns."""
+def _token_rows(modes: list[str], rids: list[tuple], ids: list, start: list[float],
+                dur: list[float], code_of: dict[str, int]):
+    """Flat [N] request codes of every sampled row (-1: not asked for, or a discarded
+    token; int16 when they fit) and their step end times, from per-step columns."""
     dtype = np.int16 if len(code_of) < 2**15 else np.int64
     # NOTE: decode steps of an unchanged batch share one rids tuple: codes once per tuple.
     codes_of = {key: np.fromiter(map(code_of.get, r, itertools.repeat(-1)), dtype, len(r))
@@ -172,8 +172,13 @@ def _token_rows(rids: list[tuple], ids: list, start: list[float], dur: list[floa
     sizes = np.fromiter(map(len, ids), np.int64, len(ids))
     ends = np.array(start, dtype=float) + np.array(dur, dtype=float)
     codes = np.concatenate(list(map(codes_of.__getitem__, map(id, rids))))
-    tokens = np.concatenate(ids, dtype=np.int64, casting="unsafe")  # unsafe: () is float
-    return codes, tokens, np.repeat(ends, sizes)
+    # NOTE: only prefill rows are ever discarded (-1: an intermediate chunk), so only
+    # non-decode steps need a look.
+    offsets = sizes.cumsum() - sizes
+    for i in [i for i, mode in enumerate(modes) if mode != "DECODE"]:
+        discarded = np.flatnonzero(np.asarray(ids[i], dtype=np.int64) == -1)
+        codes[offsets[i] + discarded] = -1
+    return codes, np.repeat(ends, sizes)
 
 
 def summarize(requests: Any, done: np.ndarray, itl: np.ndarray,
