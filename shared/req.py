@@ -14,7 +14,7 @@ tokens of this round, is an [n] int64 array over `origin_input_array` (built onc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -54,10 +54,15 @@ class Req:
     cached_tokens: int = 0
     already_computed: int = 0
     _origin_array: np.ndarray | None = field(default=None, init=False, repr=False)
+    prompt_array: InitVar[np.ndarray | None] = None
 
-    def __post_init__(self) -> None:
-        arr = _int64_prompt(self.origin_input_ids)
-        if arr is None:
+    def __post_init__(self, prompt_array: np.ndarray | None) -> None:
+        """`prompt_array`, when given, is the prompt already as a read-only [P] int64 array
+        and `origin_input_ids` its Python ints (a trusted source, e.g. a WorkloadRequest)."""
+        arr = _int64_prompt(self.origin_input_ids) if prompt_array is None else None
+        if prompt_array is not None:
+            self._origin_array, self.origin_input_ids = prompt_array, list(self.origin_input_ids)
+        elif arr is None:
             self.origin_input_ids = list(map(int, self.origin_input_ids))
         else:  # NOTE: the array is kept as origin_input_array (one conversion, not two)
             self._origin_array, self.origin_input_ids = arr, arr.tolist()

@@ -65,9 +65,8 @@ class WorkloadRequest:
                              f"got {self.arrival_time!r}")
 
     def to_req(self) -> Req:
-        ids = self.input_ids if self._input_array is None else self._input_array
-        return Req(self.rid, ids, self.sampling_params,
-                   arrival_time=self.arrival_time)
+        return Req(self.rid, self.input_ids, self.sampling_params, arrival_time=self.arrival_time,
+                   prompt_array=self._input_array)
 
     def to_dict(self) -> dict[str, Any]:
         return {"rid": self.rid, "arrival_time": self.arrival_time,
