@@ -22,10 +22,11 @@ def compute_positions(
     ext = np.asarray(extend_seq_lens, dtype=np.int64)
     if pre.shape != ext.shape:
         raise ValueError(f"compute_positions: {len(pre)} prefix lengths for {len(ext)} extend lengths")
+    if len(ext) == 1:  # one request (a common prefill): its positions directly
+        p = int(pre[0])
+        return Positions(np.arange(p, p + int(ext[0]), dtype=np.int64), np.zeros(1, np.int64))
     ends = ext.cumsum()                                            # [B]
     start = ends - ext                                             # [B]
-    if len(ext) == 1:  # one request (a common prefill): its positions directly
-        return Positions(np.arange(int(pre[0]), int(pre[0] + ext[0]), dtype=np.int64), start)
     total = int(ends[-1]) if len(ends) else 0
     positions = np.arange(total, dtype=np.int64) + (pre - start).repeat(ext)  # [T]
     return Positions(positions, start)

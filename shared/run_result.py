@@ -82,16 +82,21 @@ class RunResult:
     def from_trace(cls, trace: Trace, slo: SLO | None = None) -> RunResult:
         requests = requests_frame(trace)
         done = completed_mask(trace)
-        itl = inter_token_latencies(trace, set(requests["rid"][done]))
+        columns = dict(zip(STEP_FIELDS_READ, trace.step_columns(*STEP_FIELDS_READ), strict=True))
+        itl = inter_token_latencies(columns, set(requests["rid"][done]))
         summary = summarize(requests, done, itl, slo)
         summary["num_retractions"] = sum(r.num_retractions for r in trace.requests.values())
         summary["cache_hit_tokens"] = int(requests["cached_tokens"].sum())
-        return cls(trace, requests, steps_frame(trace), summary, slo)
+        return cls(trace, requests, steps_frame(columns), summary, slo)
 
     @property
     def completed_requests(self) -> Any:
         """The rows of `requests` that count in the summary (not aborted, finished)."""
         return self.requests[completed_mask(self.trace)]
+
+
+STEP_FIELDS_READ = ("step", "forward_mode", "rids", "input_ids", "next_token_ids",
+                    "kv_used_tokens", "queue_len", "start_time", "duration")
 
 
 def is_completed(record: RequestRecord) -> bool:
@@ -124,13 +129,14 @@ def requests_frame(trace: Trace) -> Any:
     return df[list(REQUEST_COLUMNS)]
 
 
-def steps_frame(trace: Trace) -> Any:
-    """One row per StepRecord, columns STEP_COLUMNS."""
+def steps_frame(columns: dict[str, list]) -> Any:
+    """One row per step, columns STEP_COLUMNS, from the trace's step columns
+    (STEP_FIELDS_READ)."""
     import pandas as pd
 
-    step, mode, rids, ids, kv, queue, start, dur = trace.step_columns(
+    step, mode, rids, ids, kv, queue, start, dur = (columns[name] for name in (
         "step", "forward_mode", "rids", "input_ids", "kv_used_tokens", "queue_len", "start_time",
-        "duration")
+        "duration"))
     n = len(step)
     if not n:
         return pd.DataFrame(columns=list(STEP_COLUMNS))
@@ -142,17 +148,18 @@ def steps_frame(trace: Trace) -> Any:
         "start_time": np.array(start, dtype=float), "duration": np.array(dur, dtype=float)})
 
 
-def inter_token_latencies(trace: Trace, rids: set[str]) -> np.ndarray:
-    """Pooled gaps between consecutive sampled tokens of the requests in `rids` (seconds).
+def inter_token_latencies(columns: dict[str, list], rids: set[str]) -> np.ndarray:
+    """Pooled gaps between consecutive sampled tokens of the requests in `rids` (seconds),
+    from the trace's step columns (STEP_FIELDS_READ).
 
     Every (request, token time) row of every step is laid out flat; a stable sort by
     request keeps each request's tokens in time order, and the gaps are the differences
     within a request. Its first token has no gap."""
-    columns = trace.step_columns("forward_mode", "rids", "next_token_ids", "start_time", "duration")
-    if not columns[0] or not rids:
+    if not columns["step"] or not rids:
         return np.zeros(0)
     code_of = {rid: i for i, rid in enumerate(sorted(rids))}
-    codes, times = _token_rows(*columns, code_of)
+    codes, times = _token_rows(*(columns[name] for name in (
+        "forward_mode", "rids", "next_token_ids", "start_time", "duration")), code_of)
     keep = codes >= 0
     codes, times = codes[keep], times[keep]
     order = np.argsort(codes, kind="stable")   # NOTE: radix sort when the codes are int16

@@ -135,15 +135,15 @@ class SyntheticTokenSource(TokenSource):
         self._last: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0, np.uint64))
 
     def _key(self, rid: str) -> int:
+        """The request's key + GOLDEN (mod 2**64), what `splitmix64` takes."""
         key = self._keys.get(rid)
         if key is None:
             digest = hashlib.blake2b(f"{self.seed}\x00{rid}".encode(), digest_size=8).digest()
-            key = self._keys[rid] = int.from_bytes(digest, "little")
+            key = self._keys[rid] = (int.from_bytes(digest, "little") + int(GOLDEN)) & MASK_64
         return key
 
     def _batch_keys(self, rids: Sequence[str]) -> np.ndarray:
-        """[B] uint64 keys + GOLDEN (what `splitmix64` takes); the last batch's are reused when its
-        rids repeat (decode)."""
+        """[B] uint64 keys + GOLDEN; the last batch's are reused when its rids repeat (decode)."""
         last_rids, last_keys = self._last
         if rids == last_rids:
             return last_keys
@@ -151,13 +151,12 @@ class SyntheticTokenSource(TokenSource):
             keys = np.fromiter(map(self._keys.__getitem__, rids), np.uint64, len(rids))
         except KeyError:  # a request seen for the first time
             keys = np.array([self._key(r) for r in rids], dtype=np.uint64)
-        keys += GOLDEN
-        self._last = (tuple(rids), keys)
+        self._last = (rids if isinstance(rids, tuple) else tuple(rids), keys)
         return keys
 
     def token_ids(self, rids: Sequence[str], indices: Sequence[int]) -> np.ndarray:
         if len(rids) == 1:  # e.g. a prefill of one request: the same id, in Python ints
-            raw = splitmix64_int(int(indices[0]), (self._key(rids[0]) + int(GOLDEN)) & MASK_64)
+            raw = splitmix64_int(int(indices[0]), self._key(rids[0]))
             skip = bisect.bisect_right(self._threshold_list, raw % self._choices)
             return np.array([raw % self._choices + skip], dtype=np.int64)
         z = np.asarray(indices, dtype=np.int64).astype(np.uint64)              # [B], a copy
