@@ -114,19 +114,21 @@ def requests_frame(trace: Trace) -> Any:
     import pandas as pd
 
     recs = list(trace.requests.values())
-    df = pd.DataFrame({
-        "rid": pd.Series([r.rid for r in recs], dtype=object),
-        "arrival": np.array([r.arrival_time for r in recs], dtype=float),
-        "first_token_time": np.array([r.first_token_time for r in recs], dtype=float),
-        "finish_time": np.array([r.finish_time for r in recs], dtype=float),
+    arrival = np.array([r.arrival_time for r in recs], dtype=float)
+    first = np.array([r.first_token_time for r in recs], dtype=float)
+    finish = np.array([r.finish_time for r in recs], dtype=float)
+    output_len = np.array([r.output_len for r in recs], dtype=np.int64)
+    ttft, e2e = first - arrival, finish - arrival
+    tpot = np.full(len(recs), np.nan)
+    np.divide(e2e - ttft, output_len - 1, out=tpot, where=output_len > 1)
+    return pd.DataFrame({
+        "rid": pd.Series([r.rid for r in recs], dtype=object), "arrival": arrival,
+        "first_token_time": first, "finish_time": finish,
         "prompt_len": np.array([len(r.input_ids) for r in recs], dtype=np.int64),
-        "output_len": np.array([r.output_len for r in recs], dtype=np.int64),
+        "output_len": output_len,
         "cached_tokens": np.array([r.cached_tokens for r in recs], dtype=np.int64),
-    })
-    df["ttft"] = df["first_token_time"] - df["arrival"]
-    df["e2e"] = df["finish_time"] - df["arrival"]
-    df["tpot"] = ((df["e2e"] - df["ttft"]) / (df["output_len"] - 1)).where(df["output_len"] > 1)
-    return df[list(REQUEST_COLUMNS)]
+        "ttft": ttft, "tpot": tpot, "e2e": e2e,
+    }, columns=list(REQUEST_COLUMNS))
 
 
 def steps_frame(columns: dict[str, list]) -> Any:
