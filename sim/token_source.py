@@ -76,11 +76,19 @@ def splitmix64(z: np.ndarray, keys_plus_golden: np.ndarray) -> np.ndarray:
     z * GOLDEN + (key + GOLDEN)."""
     z *= GOLDEN
     z += keys_plus_golden
-    z ^= z >> SHIFTS[0]
+    return _mix(z)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's output function of the states `z`, in place (one scratch array)."""
+    t = z >> SHIFTS[0]
+    z ^= t
     z *= MIX_1
-    z ^= z >> SHIFTS[1]
+    np.right_shift(z, SHIFTS[1], out=t)
+    z ^= t
     z *= MIX_2
-    z ^= z >> SHIFTS[2]
+    np.right_shift(z, SHIFTS[2], out=t)
+    z ^= t
     return z
 
 
@@ -163,9 +171,13 @@ class SyntheticTokenSource(TokenSource):
         return self._ids(splitmix64(z, self._batch_keys(rids)))
 
     def token_matrix(self, rids: Sequence[str], first_indices: np.ndarray, steps: int) -> np.ndarray:
-        z = np.add.outer(np.arange(steps, dtype=np.uint64),
-                         np.asarray(first_indices, dtype=np.int64).astype(np.uint64))  # [k, B]
-        return self._ids(splitmix64(z, self._batch_keys(rids)))
+        # NOTE: the state of step j is (first + j) * GOLDEN + key + GOLDEN: j * GOLDEN plus a [B] base
+        base = np.asarray(first_indices, dtype=np.int64).astype(np.uint64)    # [B], a copy
+        base *= GOLDEN
+        base += self._batch_keys(rids)
+        steps_golden = np.arange(steps, dtype=np.uint64)
+        steps_golden *= GOLDEN
+        return self._ids(_mix(np.add.outer(steps_golden, base)))             # [k, B]
 
     def _ids(self, raw: np.ndarray) -> np.ndarray:
         raw %= self._choices_u64
