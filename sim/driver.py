@@ -37,7 +37,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -112,13 +112,14 @@ class EngineLoop:
             self.idle.succeed()
 
     def engine(self) -> Iterator[simpy.Event]:
-        sched = self.scheduler
+        sched, batch, scheduled = self.scheduler, None, False
         while True:
-            self.admit()
-            batch = sched.get_next_batch_to_run(self.env.now)
+            if not scheduled:  # else decode runs scheduled `batch` at this time already
+                self.admit()
+                batch = sched.get_next_batch_to_run(self.env.now)
+            scheduled = False
             if batch is not None and self.decode_runs and batch.forward_mode.is_decode():
-                if not (yield from self.decode_run(batch)):
-                    yield from self.step(batch)
+                batch, scheduled = yield from self.decode_runs_from(batch)
             elif batch is not None:
                 yield from self.step(batch)
             elif self.next < len(self.requests):
@@ -151,22 +152,46 @@ class EngineLoop:
         if done and self.progress is not None:
             self.progress.update(len(done))
 
-    def decode_run(self, batch: ScheduleBatch) -> Iterator[simpy.Event]:
-        """Run the scheduled decode step `batch` and the unchanged steps after it up to the
-        next event (an arrival, or a step that may finish a request, whose result is
-        processed with the run) on looked-ahead tokens and prices. Returns False (having
-        changed nothing) when the token source ends a request in the first step (the
-        step-by-step path runs it)."""
+    def decode_runs_from(self, batch: ScheduleBatch
+                         ) -> Generator[simpy.Event, None, tuple[ScheduleBatch | None, bool]]:
+        """Decode runs from the scheduled decode step `batch` on, one after the other while no
+        request arrives (each run's end is a scheduling point at which the engine would admit
+        nothing: the next batch is scheduled there directly), then sleep through them.
+        Returns (batch, True) when the last scheduling point gave a batch that is not a
+        decode run's (None included), for the engine to serve; else (None, False)."""
+        t = self.env.now
+        while True:
+            end = self.decode_run(batch, t)
+            if end is None:  # the token source ends a request in the first step
+                yield from self.sleep_until(t)
+                yield from self.step(batch)
+                return None, False
+            t = end
+            if self.next < len(self.requests) and self.requests[self.next].arrival_time <= t:
+                break
+            batch = self.scheduler.get_next_batch_to_run(t)
+            if batch is None or not batch.forward_mode.is_decode():
+                yield from self.sleep_until(t)
+                return batch, True
+        yield from self.sleep_until(t)
+        return None, False
+
+    def decode_run(self, batch: ScheduleBatch, t: float) -> float | None:
+        """Apply the scheduled decode step `batch` (starting at time t) and the unchanged
+        steps after it up to the next event (an arrival, or a step that may finish a
+        request, whose result is processed with the run) on looked-ahead tokens and prices.
+        Returns the run's end time, or None (having changed nothing) when the token source
+        ends a request in the first step (the step-by-step path runs it)."""
         sched, runner = self.scheduler, self.runner
         limit = sched.decode_run_limit(MAX_DECODE_RUN)
         times = runner.decode_run_times(batch.seq_lens, limit.steps)
-        starts = self.run_starts(times.durations)               # cut at the next arrival
+        starts = self.run_starts(times.durations, t)            # cut at the next arrival
         # NOTE: a decode batch's seq_lens count the prompt and every output (the last output
         # is this step's input), so seq_lens - prompt_lens are the output lengths.
         tokens = runner.decode_run_tokens(batch.rids, batch.seq_lens - batch.prompt_lens,
                                           len(starts) - 1)      # [k, B]
         if len(tokens) == 0:
-            return False
+            return None
         f = sched.decode_run_steps_before_finish(tokens, limit.length_limit_step)
         m = min(f + 1, len(tokens))  # step f, if in the run, may finish a request: applied last
         # NOTE: the run's results are in at its start; the hook is not asked, as the token
@@ -175,15 +200,17 @@ class EngineLoop:
                                       finish_last=f < len(tokens))
         if done and self.progress is not None:
             self.progress.update(len(done))
-        for d in delays_to(self.env.now, starts[m]):
-            yield self.env.timeout(d)
-        return True
+        return starts[m]
 
-    def run_starts(self, durations: Iterable[float]) -> list[float]:
-        """Start times of the run's steps plus the end of the last: step j > 0 runs only if
-        no request arrives by its start (it would be admitted)."""
+    def sleep_until(self, t: float) -> Iterator[simpy.Event]:
+        for d in delays_to(self.env.now, t):
+            yield self.env.timeout(d)
+
+    def run_starts(self, durations: Iterable[float], t: float) -> list[float]:
+        """Start times, from t, of the run's steps plus the end of the last: step j > 0 runs
+        only if no request arrives by its start (it would be admitted)."""
         nxt = self.requests[self.next].arrival_time if self.next < len(self.requests) else math.inf
-        starts = [self.env.now]
+        starts = [t]
         for d in durations:
             if len(starts) > 1 and starts[-1] >= nxt:
                 break
