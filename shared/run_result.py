@@ -183,10 +183,13 @@ def _token_rows(modes: list[str], rids: list[tuple], ids: list, start: list[floa
     codes = np.concatenate(list(map(codes_of.__getitem__, map(id, rids))))
     # NOTE: only prefill rows are ever discarded (-1: an intermediate chunk), so only
     # non-decode steps need a look.
-    offsets = sizes.cumsum() - sizes
-    for i in [i for i, mode in enumerate(modes) if mode != "DECODE"]:
-        discarded = np.flatnonzero(np.asarray(ids[i], dtype=np.int64) == -1)
-        codes[offsets[i] + discarded] = -1
+    prefill = np.array([i for i, mode in enumerate(modes) if mode != "DECODE"], dtype=np.int64)
+    if len(prefill):
+        counts = sizes[prefill]                                         # [P] rows per step
+        first = (sizes.cumsum() - sizes)[prefill]                      # [P] its first flat row
+        rows = np.arange(int(counts.sum())) + np.repeat(first - (counts.cumsum() - counts), counts)
+        prefill_ids = np.concatenate([ids[i] for i in prefill], dtype=np.int64, casting="unsafe")
+        codes[rows[prefill_ids == -1]] = -1
     return codes, np.repeat(ends, sizes)
 
 
