@@ -245,13 +245,14 @@ def cyclic_gc_paused() -> Iterator[None]:
     would only rescan live objects: about 10% of the benchmark's time. Garbage is still freed
     at once by reference counting. At the end the run's objects join the oldest generation
     (scanned at the next full collection), not the youngest."""
-    was_enabled = gc.isenabled()
+    was_enabled, caller_froze = gc.isenabled(), gc.get_freeze_count() > 0
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()    # NOTE: the run's objects go to the oldest generation unscanned, and the
-        gc.unfreeze()  # allocation count restarts at 0 (else the next allocation scans them all)
+        if not caller_froze:  # NOTE: unfreeze would also thaw what the caller froze
+            gc.freeze()    # the run's objects go to the oldest generation unscanned, and the
+            gc.unfreeze()  # allocation count restarts at 0 (else the next allocation scans them)
         if was_enabled:
             gc.enable()
 

@@ -160,3 +160,15 @@ def test_a_simulation_leaves_no_reference_cycles():
     assert cyclic < 100, f"{cyclic} objects in reference cycles after one simulation"
     drive_workload(_scheduler(), ScriptedRunner(VOCAB), _workload(), clock=CLOCK)
     assert gc.isenabled()
+
+
+def test_a_run_leaves_what_the_caller_froze_frozen():
+    """The run's end hands its objects to the oldest generation without thawing the
+    caller's frozen ones, and the collector is on again."""
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    try:
+        drive_workload(_scheduler(), ScriptedRunner(VOCAB), _workload(), clock=CLOCK)
+        assert gc.get_freeze_count() == frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()
