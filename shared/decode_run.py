@@ -66,7 +66,7 @@ def steps_to_length_limit(batch: ScheduleBatch) -> int:
     was due earlier."""
     # NOTE: in step j a request has seq_lens + j - prompt + 1 outputs (seq_lens counts step 0's
     # token); _finish_decoded checks it for a finish once that reaches max_new_tokens - 1.
-    return int((batch.max_new_tokens - 1 - (batch.seq_lens - batch.prompt_lens)).min())
+    return int(np.minimum.reduce(batch.max_new_tokens - 1 - (batch.seq_lens - batch.prompt_lens)))
 
 
 def _steps_with_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) -> int:

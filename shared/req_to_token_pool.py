@@ -37,7 +37,8 @@ class ReqToTokenPool:
         if n > len(self._free_rows):
             return None
         rows = [self._free_rows.popleft() for _ in range(n)]
-        self._is_free[rows] = False
+        for r in rows:  # NOTE: one or a few rows: scalar stores beat a fancy index
+            self._is_free[r] = False
         return rows
 
     def free(self, rows: int | Iterable[int]) -> None:

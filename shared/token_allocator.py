@@ -115,7 +115,7 @@ class TokenToKVPoolAllocator:
         # NOTE: with one slot per page the pages are the slots, unsorted (FIFO order kept);
         # a slot listed twice is found without sorting by stamping each page with its index.
         pages = slots if self.page_size == 1 else np.unique(slots // self.page_size)
-        if pages.min() < 1 or pages.max() > self.num_pages:
+        if np.minimum.reduce(pages) < 1 or np.maximum.reduce(pages) > self.num_pages:
             raise ValueError(f"free: slots outside [{self.page_size}, "
                              f"{(self.num_pages + 1) * self.page_size}) (page 0 is reserved)")
         if self._is_free[pages].any():

@@ -49,7 +49,7 @@ def _token_array(input_ids: Sequence[int] | np.ndarray) -> np.ndarray:
 def _check_prompt(ids: np.ndarray, vocab_size: int, context_len: int) -> None:
     if ids.size == 0:
         raise InvalidRequestError("input_ids", [], "the prompt is empty (at least one token needed)")
-    if ids.min() < 0 or ids.max() >= vocab_size:
+    if np.minimum.reduce(ids) < 0 or np.maximum.reduce(ids) >= vocab_size:
         i = int(np.flatnonzero((ids < 0) | (ids >= vocab_size))[0])
         raise InvalidRequestError("input_ids", int(ids[i]),
                                   f"token at position {i} is outside the vocabulary [0, {vocab_size})")
