@@ -114,12 +114,13 @@ class RadixCache:
 
     def _insert_after(self, start: TreeNode, offset: int, key: np.ndarray, value: np.ndarray) -> int:
         """insert of a key whose first `offset` tokens are the path root -> `start` (a locked
-        prefix), given the rest (`offset` and the rest page-aligned): that path is touched as
-        a walk from the root would touch it, and the walk goes on from `start`. Returns the
-        matched length, counted from the root."""
+        prefix), given the rest (`offset` and the rest page-aligned; int64 arrays the tree
+        may keep: the caller owns no other reference): that path is touched as a walk from
+        the root would touch it, and the walk goes on from `start`. Returns the matched
+        length, counted from the root."""
         node, _, matched = self._walk(key, start)
         if matched < len(key):
-            self._add_leaf(node, key[matched:].copy(), np.array(value[matched:], dtype=np.int64))
+            self._add_leaf(node, key[matched:], value[matched:])
         return offset + matched
 
     def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
@@ -129,8 +130,8 @@ class RadixCache:
         protected = req.cache_protected_len
         if is_insert and protected and aligned:
             # NOTE: the locked prefix [0, protected) is the path to last_node: no need to match it
-            already = self._insert_after(req.last_node, protected,
-                                         req.token_ids(protected, aligned), kv[protected:aligned])
+            already = self._insert_after(req.last_node, protected, req.token_ids(protected, aligned),
+                                         kv[protected:aligned].copy())
             self.allocator.free(kv[protected:already])
         elif is_insert:
             tokens = req.all_token_ids()[:aligned]
