@@ -48,6 +48,11 @@ def _i64(values) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 
 
+def _columns(rows: list[tuple[int, ...]], n: int) -> np.ndarray:
+    """[n, B] int64 (each row C-contiguous) from B tuples of n ints."""
+    return np.array(rows, dtype=np.int64).reshape(-1, n).T.copy()
+
+
 class ScheduleBatch:
     def __init__(self, reqs: list[Req], mem: KVMemory, vocab_size: int,
                  chunked_req: Req | None = None) -> None:
@@ -57,12 +62,12 @@ class ScheduleBatch:
         self.chunked_req = chunked_req
         self.forward_mode = ForwardMode.IDLE
         self.decoding_reqs: list[Req] = []
-        self.req_pool_indices = _i64([r.req_pool_idx if r.req_pool_idx is not None else -1
-                                      for r in reqs])
-        self.seq_lens = _i64([r.kv_committed_len for r in reqs])
-        self.output_ids = _i64([r.output_ids[-1] if r.output_ids else 0 for r in reqs])
-        self.prompt_lens = _i64([len(r.origin_input_ids) for r in reqs])
-        self.max_new_tokens = _i64([r.sampling_params.max_new_tokens for r in reqs])
+        # NOTE: one conversion for the five int columns (a prefill batch is often one request)
+        (self.req_pool_indices, self.seq_lens, self.output_ids, self.prompt_lens,
+         self.max_new_tokens) = _columns(
+            [(r.req_pool_idx if r.req_pool_idx is not None else -1, r.kv_committed_len,
+              r.output_ids[-1] if r.output_ids else 0, len(r.origin_input_ids),
+              r.sampling_params.max_new_tokens) for r in reqs], 5)
         self.ignore_eos = np.array([r.sampling_params.ignore_eos for r in reqs], dtype=bool)
         self._clear_forward()
 
@@ -114,13 +119,12 @@ class ScheduleBatch:
         """Allocate rows and slots for each request's tokens [prefix, len(fill_ids))."""
         self.forward_mode = ForwardMode.EXTEND
         reqs = self.reqs
-        pre = _i64([len(r.prefix_indices) for r in reqs])
-        seq = _i64([len(r.fill_ids) for r in reqs])
+        pre, seq, self.extend_logprob_start_lens = _columns(
+            [(len(r.prefix_indices), len(r.fill_ids), r.extend_logprob_start_len) for r in reqs], 3)
         self.input_ids = np.concatenate([r.fill_ids[p:] for r, p in zip(reqs, pre.tolist(), strict=True)])
         self.out_cache_loc = self.mem.alloc_for_extend(reqs, pre, seq)
         self.req_pool_indices = _i64([r.req_pool_idx for r in reqs])
         self.seq_lens, self.prefix_lens, self.extend_lens = seq, pre, seq - pre
-        self.extend_logprob_start_lens = _i64([r.extend_logprob_start_len for r in reqs])
         for r, s, p in zip(reqs, seq.tolist(), pre.tolist(), strict=True):
             r.kv_committed_len = r.kv_allocated_len = s
             if not r.retraction_count:
