@@ -1,13 +1,14 @@
 """Decode runs: a scheduled decode step and the steps that follow it unchanged, applied at once.
 
-Between events (an arrival, a finish, an abort, an admission attempt, a KV shortage) the
-running batch decodes step after step with the same requests, and each step only takes one
-KV slot and appends one token per request. A driver that knows the next steps' tokens and
-durations in advance (the simulator's token source and cost model do) can apply them in bulk,
-right after `get_next_batch_to_run` returned a DECODE batch (step 0, already prepared):
+Between events (an arrival, a finish, an abort, an admission attempt, a KV shortage that
+evicting cached prefixes cannot cover) the running batch decodes step after step with the
+same requests, and each step only takes one KV slot and appends one token per request. A
+driver that knows the next steps' tokens and durations in advance (the simulator's token
+source and cost model do) can apply them in bulk, right after `get_next_batch_to_run`
+returned a DECODE batch (step 0, already prepared):
 
-    limit = scheduler.decode_run_limit(max_steps)        # k = limit.steps: step 0 and the
-    tokens = ...                                         # [k, B] next, their tokens per request
+    limit = scheduler.decode_run_limit(max_steps)        # step 0 and the steps that may follow
+    tokens = ...                                         # [k, B], k <= limit.steps: their tokens
     f = scheduler.decode_run_steps_before_finish(tokens, limit.length_limit_step)
     m, last = (f + 1, True) if f < k else (f, False)
     done = scheduler.apply_decode_run(tokens[:m], starts, graph, padded_batch_size,
