@@ -163,7 +163,8 @@ class EngineLoop:
         while True:
             end = self.decode_run(batch, t)
             if end is None:  # the token source ends a request in the first step
-                yield from self.sleep_until(t)
+                if t != self.env.now:
+                    yield from self.sleep_until(t)
                 yield from self.step(batch)
                 return None, False
             t = end
