@@ -59,13 +59,13 @@ class Req:
     def __post_init__(self, prompt_array: np.ndarray | None) -> None:
         """`prompt_array`, when given, is the prompt already as a read-only [P] int64 array
         and `origin_input_ids` its Python ints (a trusted source, e.g. a WorkloadRequest)."""
-        arr = _int64_prompt(self.origin_input_ids) if prompt_array is None else None
         if prompt_array is not None:
             self._origin_array, self.origin_input_ids = prompt_array, list(self.origin_input_ids)
-        elif arr is None:
-            self.origin_input_ids = list(map(int, self.origin_input_ids))
-        else:  # NOTE: the array is kept as origin_input_array (one conversion, not two)
+        elif (arr := _int64_prompt(self.origin_input_ids)) is not None:
+            # NOTE: the array is kept as origin_input_array (one conversion, not two)
             self._origin_array, self.origin_input_ids = arr, arr.tolist()
+        else:
+            self.origin_input_ids = list(map(int, self.origin_input_ids))
         # SGLang's handle_generate_request defaulting: no logprobs -> -1; logprobs asked
         # without a start -> start at the end of the prompt (output logprobs only).
         p = self.sampling_params
@@ -174,11 +174,8 @@ class Req:
 
 
 def _int64_prompt(ids: Any) -> np.ndarray | None:
-    """A read-only [P] int64 copy of a prompt of ints (numpy's or Python's; a read-only int64
-    array is taken as it is), or None for anything else (left to int() and validation)."""
-    if isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.ndim == 1 \
-            and not ids.flags.writeable:
-        return ids
+    """A read-only [P] int64 copy of a prompt of ints (numpy's or Python's), or None for
+    anything else (left to int() and validation)."""
     try:
         arr = np.array(ids)
     except (ValueError, TypeError, OverflowError):
