@@ -120,7 +120,7 @@ class KVMemory:
 
     def _alloc_extend_slots(self, reqs: list[Req], pre: np.ndarray, seq: np.ndarray) -> np.ndarray | None:
         ps = self.page_size
-        need = int((seq - pre).sum()) + (len(reqs) * ps if ps > 1 else 0)
+        need = int(np.add.reduce(seq - pre)) + (len(reqs) * ps if ps > 1 else 0)
         self._evict_for(need)
         last_loc = np.array([int(r.prefix_indices[-1]) if len(r.prefix_indices) else -1
                              for r in reqs], dtype=np.int64)

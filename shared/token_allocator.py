@@ -73,7 +73,7 @@ class TokenToKVPoolAllocator:
         pre, seq, last = (np.asarray(a, dtype=np.int64) for a in (prefix_lens, seq_lens, last_loc))
         ps = self.page_size
         if ps == 1:  # every token is a page of its own: the next free slots, in order
-            slots = self._take(int((seq - pre).sum()))
+            slots = self._take(int(np.add.reduce(seq - pre)))
             return None if slots is None else slots.copy()
         if np.any((last + 1) % ps != pre % ps):
             raise ValueError("alloc_extend: last_loc does not end at the prefix's page offset")

@@ -148,7 +148,7 @@ class RooflineCostModel(CostModel):
         r, rows, b = self._rates, padded_batch_size, len(seq_lens)
         linear, lm_head = max(rows * r.linear_per_row, r.linear_weights), self.lm_head_time_rows(rows)
         allreduce = 0.0 if self.tp == 1 else rows * r.allreduce_per_row
-        kv = int(seq_lens.sum()) + rows - b   # padding rows read one key each
+        kv = int(np.add.reduce(seq_lens)) + rows - b   # padding rows read one key each
         while True:
             attention = max(kv * r.attention_per_pair, kv * r.attention_per_kv_token)
             yield float(sum((linear, attention, lm_head, allreduce, r.overhead)))
