@@ -25,7 +25,7 @@ from shared.new_token_ratio import NewTokenRatio
 from shared.positions import Positions, compute_positions
 from shared.prefill_adder import AddReqResult, PrefillAdder
 from shared.prefix_cache import MatchResult, PrefixCache
-from shared.radix_cache import RadixCache, TreeNode
+from shared.radix_cache import RadixCache
 from shared.req import Req
 from shared.req_to_token_pool import ReqToTokenPool
 from shared.run_result import SLO, RunResult
@@ -36,6 +36,7 @@ from shared.scheduler import Scheduler
 from shared.step_record import FieldDiff, StepRecord
 from shared.token_allocator import AllocatorState, TokenToKVPoolAllocator
 from shared.trace import RequestRecord, Trace
+from shared.tree_node import TreeNode
 from shared.validation import validate_request
 from shared.workload import Workload, WorkloadRequest, arrival_times
 

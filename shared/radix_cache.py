@@ -22,28 +22,10 @@ import numpy as np
 from shared.prefix_cache import MatchResult
 from shared.req_to_token_pool import ReqToTokenPool
 from shared.token_allocator import TokenToKVPoolAllocator
+from shared.tree_node import TreeNode
 
 if TYPE_CHECKING:
     from shared.req import Req
-
-
-class TreeNode:
-    """A run of tokens (`key`, [n] int64) and the KV slots holding them (`value`, [n] int64)."""
-
-    __slots__ = ("children", "key", "last_access", "lock_ref", "node_id", "parent", "value")
-
-    def __init__(self, key: np.ndarray, value: np.ndarray, parent: TreeNode | None,
-                 node_id: int, last_access: int, lock_ref: int = 0) -> None:
-        self.children: dict[int | tuple[int, ...], TreeNode] = {}
-        self.key = key
-        self.value = value
-        self.parent = parent
-        self.node_id = node_id
-        self.last_access = last_access
-        self.lock_ref = lock_ref
-
-    def __repr__(self) -> str:
-        return f"TreeNode(id={self.node_id}, len={len(self.key)}, lock_ref={self.lock_ref})"
 
 
 class Inserted(NamedTuple):

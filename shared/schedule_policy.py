@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shared.radix_cache import RadixCache, TreeNode
+from shared.radix_cache import RadixCache
 from shared.req_to_token_pool import ReqToTokenPool
 from shared.token_allocator import TokenToKVPoolAllocator
+from shared.tree_node import TreeNode
 
 if TYPE_CHECKING:
     from shared.prefix_cache import PrefixCache

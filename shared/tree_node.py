@@ -1,0 +1,25 @@
+"""`TreeNode`: one node of the radix cache (`shared.radix_cache`): a run of tokens, the KV
+slots holding them, its children and its lock count and LRU tick."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class TreeNode:
+    """A run of tokens (`key`, [n] int64) and the KV slots holding them (`value`, [n] int64)."""
+
+    __slots__ = ("children", "key", "last_access", "lock_ref", "node_id", "parent", "value")
+
+    def __init__(self, key: np.ndarray, value: np.ndarray, parent: TreeNode | None,
+                 node_id: int, last_access: int, lock_ref: int = 0) -> None:
+        self.children: dict[int | tuple[int, ...], TreeNode] = {}
+        self.key = key
+        self.value = value
+        self.parent = parent
+        self.node_id = node_id
+        self.last_access = last_access
+        self.lock_ref = lock_ref
+
+    def __repr__(self) -> str:
+        return f"TreeNode(id={self.node_id}, len={len(self.key)}, lock_ref={self.lock_ref})"
