@@ -29,9 +29,13 @@ def decode_logit_rows(batch_size: int) -> LogitRows:
 
 @functools.lru_cache(maxsize=1024)
 def recorded_decode_rows(batch_size: int) -> LogitRows:
-    """decode_logit_rows, one shared instance per size, for records that only read them
-    (the trace of a decode step). NOTE: never hand these to a runner: it may write."""
-    return decode_logit_rows(batch_size)
+    """decode_logit_rows, one shared read-only instance per size, for records that only
+    read them (the trace of a decode step). NOTE: never hand these to a runner (torch
+    warns on read-only arrays)."""
+    rows = decode_logit_rows(batch_size)
+    for a in rows:
+        a.flags.writeable = False
+    return rows
 
 
 def _ragged_arange(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -29,8 +30,8 @@ from shared.sampling_params import SamplingParams
 from shared.step_record import StepRecord
 
 STEP_FIELDS = tuple(f.name for f in dataclasses.fields(StepRecord))
-_FIELD_INDEX = {name: i for i, name in enumerate(STEP_FIELDS)}
-_FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(StepRecord)}
+_FIELD_INDEX = MappingProxyType({name: i for i, name in enumerate(STEP_FIELDS)})
+_FIELD_DEFAULTS = MappingProxyType({f.name: f.default for f in dataclasses.fields(StepRecord)})
 TRACE_FORMAT = "batchtwin-trace"
 TRACE_VERSION = 1
 
