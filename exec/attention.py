@@ -110,13 +110,17 @@ def _single_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, m
     is ~10x slower than this in bf16 for one query row. Written as products and sums
     instead, inductor fused the gather, rotary and softmax into one loop nest that
     recomputed the rotary per key and gathered V one scalar at a time (70 against 25 us
-    per layer at S = 150, SmolLM2-135M, 2 threads)."""
+    per layer at S = 150, SmolLM2-135M, 2 threads). At batch 1 the matmuls run in fp32
+    (`work`): CPU bf16 matmuls of these shapes cost some 14 us a call against 5 in fp32
+    (a compiled batch-1 step of SmolLM2-135M: 9.4-10.6 -> 8.4-8.8 ms); above batch 1 the
+    fp32 copies of K and V cost more than that saves (batch 32: 5% fewer tokens/s)."""
     b, h, _, d = q.shape
-    groups = q.view(b, k.shape[1], h // k.shape[1], d)                    # [B, H_kv, G, D]
-    scores = torch.matmul(groups, k.transpose(-1, -2)).float()            # [B, H_kv, G, S]
+    work = torch.float32 if b == 1 else q.dtype
+    groups = q.view(b, k.shape[1], h // k.shape[1], d).to(work)           # [B, H_kv, G, D]
+    scores = torch.matmul(groups, k.to(work).transpose(-1, -2)).float()   # [B, H_kv, G, S]
     probs = torch.softmax((scores * scale).masked_fill(~mask, float("-inf")), dim=-1)
-    out = torch.matmul(probs.to(v.dtype), v)                              # [B, H_kv, G, D]
-    return out.view(b, h, 1, d)
+    out = torch.matmul(probs.to(work), v.to(work))                        # [B, H_kv, G, D]
+    return out.to(q.dtype).view(b, h, 1, d)
 
 
 def _gather_tokens(cache: torch.Tensor, kv_index: torch.Tensor) -> torch.Tensor:
