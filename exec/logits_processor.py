@@ -20,8 +20,8 @@ class LogitsOutput(NamedTuple):
 def process_logits(compute_logits, hidden: torch.Tensor, fb: ForwardBatch) -> LogitsOutput:
     """hidden: [T, H] final-norm states. `compute_logits` maps [R, H] -> [R, V] float32."""
     rows, dev = fb.logit_rows, hidden.device
-    logits = compute_logits(hidden[_t(rows.pruned_rows, dev)])           # [R, V]
-    next_logits = logits[_t(rows.sample_indices, dev)]                    # [B, V]
+    logits = compute_logits(_select(hidden, rows.pruned_rows))            # [R, V]
+    next_logits = _select(logits, rows.sample_indices)                    # [B, V]
     if len(rows.input_logprob_indices) == 0:
         return LogitsOutput(next_logits, None, None)
     lp = torch.log_softmax(logits[_t(rows.input_logprob_indices, dev)], dim=-1)  # [L, V]
@@ -40,6 +40,12 @@ def _top_logprobs(lp: torch.Tensor, fb: ForwardBatch) -> list[tuple[list[int], l
     vals, idx = lp.topk(int(k_row.max()), dim=-1)                         # [L, kmax]
     vals, idx = vals.tolist(), idx.tolist()
     return [(idx[r][:k], vals[r][:k]) for r, k in enumerate(k_row.tolist())]
+
+
+def _select(x: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
+    """x[rows]. NOTE: LogitRows' indices are strictly increasing, so as many rows as x has
+    are all of them, in order: x itself (a decode step, no [B, V] copy)."""
+    return x if len(rows) == x.shape[0] else x[_t(rows, x.device)]
 
 
 def _t(a: np.ndarray, device: torch.device) -> torch.Tensor:

@@ -16,6 +16,9 @@ import numpy as np
 
 
 class LogitRows(NamedTuple):
+    """NOTE: pruned_rows and sample_indices strictly increase (a request's rows, requests
+    in batch order), so R == T or B == R means the identity."""
+
     pruned_rows: np.ndarray            # [R] int64 indices into the T hidden rows
     sample_indices: np.ndarray         # [B] int64 indices into pruned_rows
     input_logprob_indices: np.ndarray  # [L] int64 indices into pruned_rows

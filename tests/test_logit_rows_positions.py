@@ -135,6 +135,16 @@ def test_logit_rows_sample_each_requests_last_token_and_count_b(pairs):
     assert len(rows.input_logprob_indices) == sum(e - s for e, s in pairs)
 
 
+@given(pairs=ext_start_pairs, with_starts=st.booleans())
+def test_pruned_rows_and_sample_indices_strictly_increase(pairs, with_starts):
+    """Both index lists strictly increase, so a full-length one is the identity (the
+    logits processor skips the copy then)."""
+    ext, starts = [e for e, _ in pairs], [s for _, s in pairs]
+    rows = select_logit_rows(ext, starts if with_starts else None)
+    for idx in (rows.pruned_rows, rows.sample_indices):
+        assert (np.diff(idx) > 0).all()
+
+
 @given(ext=st.integers(1, 12))
 def test_a_start_at_the_end_gives_one_sample_row_and_no_logprob_rows(ext):
     """s == e: the request keeps exactly its last row, to sample from, and no logprob rows."""
