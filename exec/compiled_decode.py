@@ -17,9 +17,11 @@ own). Static head counts and pool sizes keep the guard check at some 0.15 ms a c
 too much for graphs to pay. Guards on the modules are skipped: weights never change after
 loading. Cost: about a minute of compiling on 2 cores per graph the first time; inductor
 caches the code on disk for later runs.
-Measured on SmolLM2-135M bf16, 2 threads, same process: a batch-1 decode step 16.4-16.9 ms
-eager against 11.5 ms compiled (9.3-9.9 ms at a faster moment of this VM); batch 32
-measured slower compiled (593-627 against 673-678 tokens/s), hence the default bound of 1.
+Measured on SmolLM2-135M bf16, 2 threads: a batch-1 decode step 16.4-16.9 ms eager against
+11.5 ms compiled (same process; 8.8-11.7 ms since the fp32 batch-1 attention matmuls of
+`exec.attention`); 32 requests x 128 tokens at 762-862 tokens/s compiled against 668-767
+eager (`torch_compile_max_bs` 32 against 1, alternating processes), hence SGLang's
+default bound of 32.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ Prompt = str | Sequence[int]
 
 class Engine:
     """`Engine(model=None, *, device="cpu", dtype="float32", torch_compile=False,
-    torch_compile_max_bs=1, **engine_args)`: `model` is a checkpoint folder or a .gguf file
+    torch_compile_max_bs=32, **engine_args)`: `model` is a checkpoint folder or a .gguf file
     (None: the default SmolLM2); `engine_args` are `EngineConfig` fields. `torch_compile`
     (as SGLang's `--enable-torch-compile`, `--torch-compile-max-bs`) runs decode batches of
     at most `torch_compile_max_bs` requests through torch.compile (`exec.compiled_decode`;
@@ -49,7 +49,7 @@ class Engine:
     of free memory (`exec.kv_capacity.default_kv_capacity`)."""
 
     def __init__(self, model: str | Path | None = None, *, device: str = "cpu",
-                 dtype: str = "float32", torch_compile: bool = False, torch_compile_max_bs: int = 1,
+                 dtype: str = "float32", torch_compile: bool = False, torch_compile_max_bs: int = 32,
                  **engine_args: Any) -> None:
         opened = open_model(model, device=device, dtype=dtype)
         self.model_config, self.tokenizer = opened.config, opened.tokenizer

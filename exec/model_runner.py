@@ -5,8 +5,8 @@ hands the numpy arrays over without the copy), builds the attention metadata onc
 model, and turns the spec's logit rows into logits. On CUDA, decode batches that
 `can_run_graph` accepts replay a captured CUDA graph instead (padding rows: seq_len 1,
 slot 0). With `torch_compile`, decode batches of at most `torch_compile_max_bs` requests
-run `exec.compiled_decode.CompiledDecode` instead (default 1: on CPU, batch 32 measured
-slower compiled, 320 against 470-700 tokens/s). `sample(out, fb)` applies penalties, bias
+run `exec.compiled_decode.CompiledDecode` instead (default 32, SGLang's
+`--torch-compile-max-bs`). `sample(out, fb)` applies penalties, bias
 and the SGLang sampler; the full `SampleResult` of the last call (with output logprobs)
 stays in `last_sample`.
 """
@@ -44,7 +44,7 @@ class TorchModelRunner:
     def __init__(self, model: LlamaForCausalLM, engine_config: EngineConfig, model_info: ModelInfo,
                  *, device: str = "cpu", dtype: str | torch.dtype = "float32",
                  copy_to_static: bool = True, torch_compile: bool = False,
-                 torch_compile_max_bs: int = 1) -> None:
+                 torch_compile_max_bs: int = 32) -> None:
         self.config = engine_config.resolve(model_info)
         self.model_info = model_info
         self.device = torch.device(device)

@@ -39,7 +39,8 @@ class GenerateBenchConfig:
     device: str = "cpu"
     batch1_steps: int = 48
     seed: int = 0
-    torch_compile: bool = True   # Engine(torch_compile=True): batch-1 decode steps compiled
+    torch_compile: bool = True   # Engine(torch_compile=True): decode steps compiled
+    torch_compile_max_bs: int = 32  # the largest decode batch compiled (SGLang's default)
 
 
 def weight_bytes_per_step(model: torch.nn.Module) -> int:
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
     c = GenerateBenchConfig(**{k: v for k, v in vars(args).items() if k != "out"})
     torch.set_num_threads(c.threads)
     engine = Engine(c.model, device=c.device, dtype=c.dtype, torch_compile=c.torch_compile,
+                    torch_compile_max_bs=c.torch_compile_max_bs,
                     max_total_tokens=c.requests * (c.prompt_len + c.output_len + 8))
     ps = prompts(c, engine.model_info.vocab_size)
     batch1 = batch1_against_bound(engine, ps, c)
