@@ -43,7 +43,7 @@ class Engine:
     (None: the default SmolLM2); `engine_args` are `EngineConfig` fields. `torch_compile`
     (as SGLang's `--enable-torch-compile`, `--torch-compile-max-bs`) runs decode batches of
     at most `torch_compile_max_bs` requests through torch.compile (`exec.compiled_decode`;
-    some 30-70 s of compiling on first use, then cached on disk). `random_seed` seeds
+    45-60 s of compiling per graph on first use in each process). `random_seed` seeds
     requests that bring no `sampling_seed` (request k of the engine's life gets
     random_seed * 1_000_003 + k). Without `max_total_tokens` the KV pool takes a fraction
     of free memory (`exec.kv_capacity.default_kv_capacity`)."""
