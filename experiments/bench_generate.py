@@ -117,20 +117,30 @@ def batch1_against_bound(engine, ps: list[list[int]], c: GenerateBenchConfig) ->
             "bandwidth_GBps_after": after / 1e9}
 
 
+def parse_config(argv: list[str] | None = None) -> tuple[GenerateBenchConfig, str]:
+    """The benchmark's configuration and output path from the command line. Without
+    --[no-]torch-compile, decode steps are compiled on CPU only (the compiled decode is the
+    CPU path; CUDA replays CUDA graphs, and the runner refuses torch_compile there)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name, default in asdict(GenerateBenchConfig()).items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(default, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction,
+                           default=None if name == "torch_compile" else default)
+            continue
+        p.add_argument(flag, type=type(default) if default is not None else str, default=default)
+    p.add_argument("--out", default="experiments/results/bench_generate.json")
+    args = vars(p.parse_args(argv))
+    out = args.pop("out")
+    if args["torch_compile"] is None:
+        args["torch_compile"] = torch.device(args["device"]).type == "cpu"
+    return GenerateBenchConfig(**args), out
+
+
 def main(argv: list[str] | None = None) -> dict:
     from exec import Engine
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name, default in asdict(GenerateBenchConfig()).items():
-        if isinstance(default, bool):
-            p.add_argument("--" + name.replace("_", "-"), action=argparse.BooleanOptionalAction,
-                           default=default)
-            continue
-        p.add_argument("--" + name.replace("_", "-"), type=type(default) if default is not None else str,
-                       default=default)
-    p.add_argument("--out", default="experiments/results/bench_generate.json")
-    args = p.parse_args(argv)
-    c = GenerateBenchConfig(**{k: v for k, v in vars(args).items() if k != "out"})
+    c, out = parse_config(argv)
     torch.set_num_threads(c.threads)
     engine = Engine(c.model, device=c.device, dtype=c.dtype, torch_compile=c.torch_compile,
                     torch_compile_max_bs=c.torch_compile_max_bs,
@@ -142,8 +152,8 @@ def main(argv: list[str] | None = None) -> dict:
     results = {"engine_output_tok_s": ours, "hf_output_tok_s": hf, "ratio": ours / hf, **batch1}
     for k, v in results.items():
         print(f"{k:>26}: {v:.4g}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"config": asdict(c), "results": results}, indent=2))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps({"config": asdict(c), "results": results}, indent=2))
     return results
 
 

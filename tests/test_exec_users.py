@@ -126,3 +126,18 @@ def test_default_model_chat_template_renders_chatml(smollm2):
     out = smollm2.generate("What is the capital of France?", {"max_new_tokens": 16, "temperature": 0},
                            chat=True)
     assert "Paris" in out.text and "<|im_start|>" not in out.text
+
+
+def test_generate_benchmark_compiles_decode_on_cpu_only():
+    """Without --[no-]torch-compile the benchmark compiles on CPU and not on CUDA (where the
+    runner refuses torch_compile); the GPU check's command line parses to the CUDA config."""
+    from experiments.bench_generate import parse_config
+    from experiments.gpu_check import bench_args
+
+    cpu, _ = parse_config([])
+    cuda, out = parse_config(bench_args("model.gguf", 8))
+    assert cpu.torch_compile and cpu.device == "cpu"
+    assert not cuda.torch_compile and cuda.device == "cuda"
+    assert (cuda.model, cuda.requests, cuda.dtype) == ("model.gguf", 8, "bfloat16")
+    assert out.endswith("bench_generate_cuda.json")
+    assert parse_config(["--device", "cuda", "--torch-compile"])[0].torch_compile
