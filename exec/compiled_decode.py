@@ -15,7 +15,8 @@ own). Static head counts and pool sizes keep the guard check at some 0.15 ms a c
 (0.4 ms with every dimension dynamic). Only decode batches use it
 (`TorchModelRunner(torch_compile_max_bs=...)` bounds their size): prefill layouts vary
 too much for graphs to pay. Guards on the modules are skipped: weights never change after
-loading. Cost: 45-60 s of compiling per graph on 2 cores, in every process: inductor's FX
+loading. Cost: 45-60 s of compiling per graph on 2 cores, in every process (the `Engine`
+compiles its graphs when it is built, as SGLang does at start-up): inductor's FX
 graph cache skips graphs that hold oneDNN-packed (mkldnn) weights, so only the C++ build is
 reused from disk.
 Measured on SmolLM2-135M bf16, 2 threads: a batch-1 decode step 16.4-16.9 ms eager against

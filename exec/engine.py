@@ -42,10 +42,10 @@ class Engine:
     torch_compile_max_bs=32, **engine_args)`: `model` is a checkpoint folder or a .gguf file
     (None: the default SmolLM2); `engine_args` are `EngineConfig` fields. `torch_compile`
     (as SGLang's `--enable-torch-compile`, `--torch-compile-max-bs`) runs decode batches of
-    at most `torch_compile_max_bs` requests through torch.compile (`exec.compiled_decode`;
-    45-60 s of compiling per graph on first use in each process). `random_seed` seeds
-    requests that bring no `sampling_seed` (request k of the engine's life gets
-    random_seed * 1_000_003 + k). Without `max_total_tokens` the KV pool takes a fraction
+    at most `torch_compile_max_bs` requests through torch.compile (`exec.compiled_decode`),
+    compiled while the engine is built (45-60 s per graph on 2 cores, in every process).
+    `random_seed` seeds requests that bring no `sampling_seed` (request k of the engine's
+    life gets random_seed * 1_000_003 + k). Without `max_total_tokens` the KV pool takes a fraction
     of free memory (`exec.kv_capacity.default_kv_capacity`)."""
 
     def __init__(self, model: str | Path | None = None, *, device: str = "cpu",
@@ -70,6 +70,20 @@ class Engine:
         self.trackers: dict[str, OutputTracker] = {}
         self._t0 = time.perf_counter()
         self._count = 0
+        if torch_compile:
+            self._compile_decode_graphs()
+
+    def _compile_decode_graphs(self) -> None:
+        """Compile the decode graphs now (batch 1, and the one for 2..torch_compile_max_bs),
+        as SGLang compiles at start-up, so that no request waits for a compile mid-run: a
+        one-step decode of 4-token prompts per graph, then `reset`."""
+        params = SamplingParams(max_new_tokens=2, temperature=0, ignore_eos=True)
+        for n in range(1, min(2, self.runner.compile_max_bs) + 1):
+            for req in self.make_requests([[1, 2, 3, 4]] * n, [params] * n):
+                self.scheduler.add_request(req)
+            while self.step() is not None:
+                pass
+        self.reset()
 
     @property
     def trace(self) -> Trace:
