@@ -103,9 +103,10 @@ def batch1_decode_step(engine, ps: list[list[int]], c: GenerateBenchConfig) -> f
 
 def batch1_against_bound(engine, ps: list[list[int]], c: GenerateBenchConfig) -> dict:
     """The batch-1 step against the weight-streaming bound. A warm-up request first (the
-    steps right after a compile, which the Engine runs when built, are some 15% slower), then the timed request between two bandwidth readings: this VM's reading
-    moves by tens of percent within minutes. The bound takes the higher reading, so that
-    a slow moment never flatters the engine."""
+    steps right after a compile, which the Engine runs when built, are some 15% slower),
+    then the timed request between two bandwidth readings: this VM's reading moves by tens
+    of percent within minutes. The bound takes the higher reading, so that a slow moment
+    never flatters the engine."""
     engine.generate(ps[1], {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True})
     before = measure_bandwidth(c.device)
     step = batch1_decode_step(engine, ps, c)
