@@ -19,11 +19,10 @@ loading. Cost: 45-60 s of compiling per graph on 2 cores, in every process (the 
 compiles its graphs when it is built, as SGLang does at start-up): inductor's FX
 graph cache skips graphs that hold oneDNN-packed (mkldnn) weights, so only the C++ build is
 reused from disk.
-Measured on SmolLM2-135M bf16, 2 threads: a batch-1 decode step 16.4-16.9 ms eager against
-11.5 ms compiled (same process; 8.8-11.7 ms since the fp32 batch-1 attention matmuls of
-`exec.attention`); 32 requests x 128 tokens at 762-862 tokens/s compiled against 668-767
-eager (`torch_compile_max_bs` 32 against 1, alternating processes), hence SGLang's
-default bound of 32.
+Measured on SmolLM2-135M bf16, 2 threads, alternating processes: a batch-1 decode step
+13.3-14.3 ms eager against 9.8-10.6 ms compiled; 32 requests x 128 tokens at 762-862
+tokens/s compiled against 668-767 eager (`torch_compile_max_bs` 32 against 1), hence
+SGLang's default bound of 32.
 """
 
 from __future__ import annotations
