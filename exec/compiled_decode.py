@@ -20,9 +20,9 @@ compiles its graphs when it is built, as SGLang does at start-up): inductor's FX
 graph cache skips graphs that hold oneDNN-packed (mkldnn) weights, so only the C++ build is
 reused from disk.
 Measured on SmolLM2-135M bf16, 2 threads, alternating processes: a batch-1 decode step
-13.3-14.3 ms eager against 9.8-10.6 ms compiled; 32 requests x 128 tokens at 762-862
-tokens/s compiled against 668-767 eager (`torch_compile_max_bs` 32 against 1), hence
-SGLang's default bound of 32.
+13.3-14.3 ms eager against 9.8-10.6 ms compiled (one reading 13.2); 32 requests x 128 tokens
+at 762-862 tokens/s compiled against 668-767 eager (`torch_compile_max_bs` 32 against 1),
+hence SGLang's default bound of 32.
 """
 
 from __future__ import annotations
