@@ -45,8 +45,8 @@ class Engine:
     at most `torch_compile_max_bs` requests through torch.compile (`exec.compiled_decode`),
     compiled while the engine is built (45-60 s per graph on 2 cores, in every process).
     `random_seed` seeds requests that bring no `sampling_seed` (request k of the engine's
-    life gets random_seed * 1_000_003 + k). Without `max_total_tokens` the KV pool takes a fraction
-    of free memory (`exec.kv_capacity.default_kv_capacity`)."""
+    life gets random_seed * 1_000_003 + k). Without `max_total_tokens` the KV pool takes a
+    fraction of free memory (`exec.kv_capacity.default_kv_capacity`)."""
 
     def __init__(self, model: str | Path | None = None, *, device: str = "cpu",
                  dtype: str = "float32", torch_compile: bool = False, torch_compile_max_bs: int = 32,
@@ -78,7 +78,7 @@ class Engine:
         as SGLang compiles at start-up, so that no request waits for a compile mid-run: a
         one-step decode of 4-token prompts per graph, then `reset`."""
         params = SamplingParams(max_new_tokens=2, temperature=0, ignore_eos=True)
-        for n in range(1, min(2, self.runner.compile_max_bs) + 1):
+        for n in (1, 2) if self.runner.compile_max_bs > 1 else (1,):
             for req in self.make_requests([[1, 2, 3, 4]] * n, [params] * n):
                 self.scheduler.add_request(req)
             while self.step() is not None:
