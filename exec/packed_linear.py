@@ -1,12 +1,13 @@
 """`PackedLinear`: a linear layer whose weight is packed once into oneDNN's blocked layout
-(CPU, float32 or bfloat16).
+(CPU, float32, or bfloat16 where the CPU runs oneDNN's bf16 kernels).
 
 Plain `F.linear` on CPU hands oneDNN a weight it must lay out again on every call; packing it
 once lets a decode step stream each weight once. On this project's 2-core machine, the 120
 GEMVs of SmolLM2's 30 layers at batch 1 (weights cold in cache) took: bfloat16 12.2 -> 5.3 ms,
 float32 (column-major) 20.8 -> 14.4 ms, and larger batches gain too (M=32: 0.27 -> 0.15 ms per
 [3072, 576] matmul). Results equal the plain path. The ops are torch's `mkldnn` linear ops
-that inductor's CPU weight-prepacking emits; `can_pack` checks they exist in this build.
+that inductor's CPU weight-prepacking emits; `can_pack` checks that this build has them and
+that this CPU runs them for the dtype.
 """
 
 from __future__ import annotations
@@ -16,10 +17,19 @@ from torch import nn
 
 
 def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether this build and this CPU pack `dtype` weights. NOTE: oneDNN's bf16 reorder
+    needs avx512bw/vl/dq or avx_ne_convert and raises on other CPUs (an AVX2-only AMD EPYC
+    here); `_is_mkldnn_bf16_supported` is the check inductor's own weight packing makes."""
     ops = torch.ops.mkldnn
     return (device.type == "cpu" and dtype in (torch.float32, torch.bfloat16)
             and torch.backends.mkldnn.is_available()
-            and hasattr(ops, "_reorder_linear_weight") and hasattr(ops, "_linear_pointwise"))
+            and hasattr(ops, "_reorder_linear_weight") and hasattr(ops, "_linear_pointwise")
+            and (dtype != torch.bfloat16 or _cpu_runs_mkldnn_bf16()))
+
+
+def _cpu_runs_mkldnn_bf16() -> bool:
+    ops = torch.ops.mkldnn
+    return hasattr(ops, "_is_mkldnn_bf16_supported") and bool(ops._is_mkldnn_bf16_supported())
 
 
 class PackedLinear(nn.Module):

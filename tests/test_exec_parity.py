@@ -82,3 +82,18 @@ def test_top_input_logprobs_rank_transformers_best_tokens_first(tiny_checkpoint)
         want = ref[p].topk(3)
         assert ids == want.indices.tolist()
         assert max(abs(a - b) for a, b in zip(vals, want.values.tolist(), strict=True)) <= 1e-4
+
+
+def test_bf16_runs_unpacked_where_the_cpu_has_no_onednn_bf16(tiny_checkpoint, monkeypatch):
+    """On a CPU without oneDNN bf16 kernels (AVX2 only) a bf16 Engine keeps plain linear
+    layers, never asks oneDNN to pack, and gives the default path's greedy tokens."""
+    import exec.packed_linear as packed_linear
+
+    folder, _ = tiny_checkpoint("llama")
+    params = {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}
+    want = [o.token_ids for o in Engine(folder, dtype="bfloat16", max_total_tokens=512)
+            .generate(PROMPTS, params)]
+    monkeypatch.setattr(packed_linear, "_cpu_runs_mkldnn_bf16", lambda: False)
+    engine = Engine(folder, dtype="bfloat16", max_total_tokens=512)
+    assert not any(isinstance(m, packed_linear.PackedLinear) for m in engine.runner.model.modules())
+    assert [o.token_ids for o in engine.generate(PROMPTS, params)] == want
