@@ -13,6 +13,8 @@ stays in `last_sample`.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -30,6 +32,9 @@ from shared.forward_batch import ForwardBatch
 from shared.model_runner import RunnerOutput
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+SLOW_CPU_BF16 = ("bfloat16 on this CPU: oneDNN has no bf16 kernels for it (they need AVX-512 "
+                 "or AVX-NE-CONVERT), so matmuls run torch's generic bf16 code, several times "
+                 "slower than float32 (the default) on an AVX2-only CPU")
 
 
 def torch_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -51,8 +56,11 @@ class TorchModelRunner:
         self.dtype = torch_dtype(dtype)
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
         self.cpu = self.device.type == "cpu"
+        pack = can_pack(self.device, self.dtype)
+        if self.cpu and self.dtype == torch.bfloat16 and not pack:
+            warnings.warn(SLOW_CPU_BF16, stacklevel=3)
         self.model.prepare_for_inference(column_major=self.cpu and self.dtype == torch.float32,
-                                         pack=can_pack(self.device, self.dtype))
+                                         pack=pack)
         c = model.config
         self.kv_pool = KVPool(c.num_layers, self.config.max_total_tokens, self.config.page_size,
                               c.num_kv_heads, c.head_dim, self.dtype, self.device)

@@ -85,8 +85,9 @@ def test_top_input_logprobs_rank_transformers_best_tokens_first(tiny_checkpoint)
 
 
 def test_bf16_runs_unpacked_where_the_cpu_has_no_onednn_bf16(tiny_checkpoint, monkeypatch):
-    """On a CPU without oneDNN bf16 kernels (AVX2 only) a bf16 Engine keeps plain linear
-    layers, never asks oneDNN to pack, and gives the default path's greedy tokens."""
+    """On a CPU without oneDNN bf16 kernels (AVX2 only) a bf16 Engine says it runs slowly,
+    keeps plain linear layers (never asks oneDNN to pack) and gives the default path's
+    greedy tokens."""
     import exec.packed_linear as packed_linear
 
     folder, _ = tiny_checkpoint("llama")
@@ -94,6 +95,7 @@ def test_bf16_runs_unpacked_where_the_cpu_has_no_onednn_bf16(tiny_checkpoint, mo
     want = [o.token_ids for o in Engine(folder, dtype="bfloat16", max_total_tokens=512)
             .generate(PROMPTS, params)]
     monkeypatch.setattr(packed_linear, "_cpu_runs_mkldnn_bf16", lambda: False)
-    engine = Engine(folder, dtype="bfloat16", max_total_tokens=512)
+    with pytest.warns(UserWarning, match="bfloat16 on this CPU"):
+        engine = Engine(folder, dtype="bfloat16", max_total_tokens=512)
     assert not any(isinstance(m, packed_linear.PackedLinear) for m in engine.runner.model.modules())
     assert [o.token_ids for o in engine.generate(PROMPTS, params)] == want
