@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from exec.packed_linear import PackedLinear
+from experiments.cpu_info import cpu_model
 from experiments.machine_probe import measure_bandwidth
 
 
@@ -117,6 +118,15 @@ def batch1_against_bound(engine, ps: list[list[int]], c: GenerateBenchConfig) ->
             "bandwidth_GBps_after": after / 1e9}
 
 
+def machine_info(engine) -> dict:
+    """The CPU, torch's CPU kernel level (AVX2, AVX512, ...) and whether the weights were
+    pre-packed for oneDNN (bf16 packs only on CPUs with its bf16 kernels): the numbers
+    depend on all three."""
+    packed = any(isinstance(m, PackedLinear) for m in engine.runner.model.modules())
+    return {"cpu": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "weights_packed": packed}
+
+
 def parse_config(argv: list[str] | None = None) -> tuple[GenerateBenchConfig, str]:
     """The benchmark's configuration and output path from the command line. Without
     --[no-]torch-compile, decode steps are compiled on CPU only (the compiled decode is the
@@ -152,8 +162,11 @@ def main(argv: list[str] | None = None) -> dict:
     results = {"engine_output_tok_s": ours, "hf_output_tok_s": hf, "ratio": ours / hf, **batch1}
     for k, v in results.items():
         print(f"{k:>26}: {v:.4g}")
+    machine = machine_info(engine)
+    print(f"{'machine':>26}: {machine}")
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps({"config": asdict(c), "results": results}, indent=2))
+    Path(out).write_text(json.dumps({"config": asdict(c), "machine": machine, "results": results},
+                                    indent=2))
     return results
 
 

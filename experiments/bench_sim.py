@@ -22,12 +22,14 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import platform
 import pstats
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from experiments.cpu_info import cpu_model
 from shared.run_result import RunResult
 from shared.workload import Workload
 from sim.driver import drive_workload
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"  step-by-step loop       : {best_stepwise['speedup']:8.1f}x  (decode runs "
           f"{best_stepwise['wall_s'] / best['wall_s']:.2f}x faster, same trace)")
     report = {"config": asdict(c), "bar_speedup": BAR_SPEEDUP,
-              "machine": platform.processor() or platform.machine(),
+              "machine": cpu_model(), "cpu_count": os.cpu_count(),
               "python": platform.python_version(), "best": best, "runs": runs,
               "best_step_by_step": best_stepwise, "step_by_step_runs": stepwise}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

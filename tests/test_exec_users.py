@@ -141,3 +141,15 @@ def test_generate_benchmark_compiles_decode_on_cpu_only():
     assert (cuda.model, cuda.requests, cuda.dtype) == ("model.gguf", 8, "bfloat16")
     assert out.endswith("bench_generate_cuda.json")
     assert parse_config(["--device", "cuda", "--torch-compile"])[0].torch_compile
+
+
+def test_benchmarks_name_the_cpu_model_or_fall_back_to_the_machine_type(tmp_path):
+    """The results files name the CPU from /proc/cpuinfo's model name, else the machine type."""
+    import platform
+
+    from experiments.cpu_info import cpu_model
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n")
+    assert cpu_model(info) == "AMD EPYC 7B13"
+    assert cpu_model(tmp_path / "missing") == (platform.processor() or platform.machine())
