@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.cpu_info import cpu_model
 from shared import (
     EngineConfig,
     ForwardBatch,
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"bs={bs:4d}  median {results[bs]['median_us']:7.1f} us/step  mean "
               f"{results[bs]['mean_us']:7.1f}  p90 {results[bs]['p90_us']:7.1f}  "
               f"(trace materialisation {results[bs]['materialise_us_per_step']:.1f} us/step)")
-    report = {"config": asdict(c), "machine": platform.processor() or platform.machine(),
+    report = {"config": asdict(c), "machine": cpu_model(),
               "python": platform.python_version(), "results_by_batch_size": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))

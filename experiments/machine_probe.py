@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 
 import torch
 
+from experiments.cpu_info import cpu_model
+
 THIS_MACHINE_KEY = "this-machine"
 INTERCONNECT_PLACEHOLDER_BW = 1e9   # one host, no tensor parallelism: never priced at tp=1
 
@@ -67,7 +69,7 @@ def measure_machine(device: str = "cpu") -> MachineRates:
 def hardware_entry(rates: MachineRates, when: str) -> dict[str, Any]:
     """A hardware JSON entry (`sim.hardware.load_hardware_file` format) for these rates."""
     how = (f"measured by batchtwin calibrate on {when}, {rates.device} "
-           f"({platform.processor() or platform.machine()}), {rates.threads} threads")
+           f"({cpu_model()}), {rates.threads} threads")
     number = {
         "flops_bf16": (rates.flops_bf16, f"{how}: 1024x1024 bf16 torch matmul, best of 5"),
         "flops_fp32": (rates.flops_fp32, f"{how}: 1024x1024 fp32 torch matmul, best of 5"),
