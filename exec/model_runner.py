@@ -24,7 +24,7 @@ from exec.cuda_graph_runner import DecodeGraphRunner
 from exec.kv_pool import KVPool
 from exec.llama import LlamaForCausalLM, TorchBatch
 from exec.logits_processor import process_logits
-from exec.packed_linear import can_pack
+from exec.packed_linear import can_pack, cpu_has_fast_kernels
 from exec.sampler import SampleResult, sample
 from shared.cuda_graph import can_run_graph, cuda_graph_batch_sizes
 from shared.engine_config import EngineConfig, ModelInfo
@@ -32,9 +32,9 @@ from shared.forward_batch import ForwardBatch
 from shared.model_runner import RunnerOutput
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-SLOW_CPU_BF16 = ("bfloat16 on this CPU: oneDNN has no bf16 kernels for it (they need AVX-512 "
-                 "or AVX-NE-CONVERT), so matmuls run torch's generic bf16 code, several times "
-                 "slower than float32 (the default) on an AVX2-only CPU")
+SLOW_CPU_DTYPE = ("{dtype} on this CPU: oneDNN has no {dtype} kernels for it (bfloat16 needs "
+                  "AVX-512 or AVX-NE-CONVERT), so matmuls run torch's generic code, several "
+                  "times slower than float32 (the default) on an AVX2-only CPU")
 
 
 def torch_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -57,8 +57,9 @@ class TorchModelRunner:
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
         self.cpu = self.device.type == "cpu"
         pack = can_pack(self.device, self.dtype)
-        if self.cpu and self.dtype == torch.bfloat16 and not pack:
-            warnings.warn(SLOW_CPU_BF16, stacklevel=3)
+        if self.cpu and not cpu_has_fast_kernels(self.dtype):
+            warnings.warn(SLOW_CPU_DTYPE.format(dtype=str(self.dtype).removeprefix("torch.")),
+                          stacklevel=3)
         self.model.prepare_for_inference(column_major=self.cpu and self.dtype == torch.float32,
                                          pack=pack)
         c = model.config

@@ -27,6 +27,18 @@ def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
             and (dtype != torch.bfloat16 or _cpu_runs_mkldnn_bf16()))
 
 
+def cpu_has_fast_kernels(dtype: torch.dtype) -> bool:
+    """Whether this CPU runs oneDNN's kernels for `dtype` (float32 always). Without them,
+    bf16 and fp16 matmuls run torch's generic code: on an AVX2-only EPYC, [32, 576] x
+    [576, 3072] took 7.7 (bf16) and 7.1 ms (fp16) against 2.2 ms in float32."""
+    if dtype == torch.bfloat16:
+        return _cpu_runs_mkldnn_bf16()
+    if dtype == torch.float16:
+        ops = torch.ops.mkldnn
+        return hasattr(ops, "_is_mkldnn_fp16_supported") and bool(ops._is_mkldnn_fp16_supported())
+    return True
+
+
 def _cpu_runs_mkldnn_bf16() -> bool:
     ops = torch.ops.mkldnn
     return hasattr(ops, "_is_mkldnn_bf16_supported") and bool(ops._is_mkldnn_bf16_supported())

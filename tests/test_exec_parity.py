@@ -99,3 +99,20 @@ def test_bf16_runs_unpacked_where_the_cpu_has_no_onednn_bf16(tiny_checkpoint, mo
         engine = Engine(folder, dtype="bfloat16", max_total_tokens=512)
     assert not any(isinstance(m, packed_linear.PackedLinear) for m in engine.runner.model.modules())
     assert [o.token_ids for o in engine.generate(PROMPTS, params)] == want
+
+
+def test_fp16_on_a_cpu_without_onednn_fp16_warns_that_it_runs_slowly(tiny_checkpoint, monkeypatch):
+    """float16 where oneDNN has no fp16 kernels for the CPU warns, naming the dtype; float32 does not."""
+    import warnings
+
+    import exec.packed_linear as packed_linear
+
+    folder, _ = tiny_checkpoint("llama")
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_fp16_supported", lambda: False, raising=False)
+    assert not packed_linear.cpu_has_fast_kernels(torch.float16)
+    with pytest.warns(UserWarning, match="float16 on this CPU"):
+        Engine(folder, dtype="float16", max_total_tokens=512)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        Engine(folder, dtype="float32", max_total_tokens=512)
+    assert not [w for w in seen if "on this CPU" in str(w.message)]
