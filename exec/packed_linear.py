@@ -24,7 +24,7 @@ def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
     return (device.type == "cpu" and dtype in (torch.float32, torch.bfloat16)
             and torch.backends.mkldnn.is_available()
             and hasattr(ops, "_reorder_linear_weight") and hasattr(ops, "_linear_pointwise")
-            and (dtype != torch.bfloat16 or _cpu_runs_mkldnn_bf16()))
+            and cpu_has_fast_kernels(dtype))
 
 
 def cpu_has_fast_kernels(dtype: torch.dtype) -> bool:
