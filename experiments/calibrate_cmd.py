@@ -22,9 +22,12 @@ import sys
 from dataclasses import asdict
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from experiments.calibration import Calibration, CalibrationConfig, calibrate
-from experiments.machine_probe import hardware_entry
+from experiments.calibration_config import CalibrationConfig
+
+if TYPE_CHECKING:
+    from experiments.calibration import Calibration
 
 HELP = "fit the simulator's cost model to the real executor on this machine"
 DTYPES = ("bfloat16", "float32", "float16")
@@ -48,6 +51,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from experiments.calibration import calibrate  # NOTE: torch, only when calibrating
+
     if args.threads < 1 or args.repeats < 1:
         print("error: --threads and --repeats must be >= 1", file=sys.stderr)
         return 2
@@ -71,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write(r: Calibration, c: CalibrationConfig, out: Path) -> None:
+    from experiments.machine_probe import hardware_entry
+
     out.mkdir(parents=True, exist_ok=True)
     r.cost_model.save(out / "cost_model.json")
     (out / "hardware.json").write_text(json.dumps(hardware_entry(r.rates, str(date.today())), indent=2))

@@ -10,14 +10,14 @@ every pass is a data point. The fit uses the training steps only.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
 
-from experiments.calibration_grid import HELD_OUT_GRID, TRAIN_GRID, Scenario, ShapeGrid, scenarios
+from experiments.calibration_config import CalibrationConfig
+from experiments.calibration_grid import Scenario, scenarios
 from experiments.machine_probe import MachineRates, measure_machine
 from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
 from shared.sampling_params import SamplingParams
@@ -31,25 +31,6 @@ if TYPE_CHECKING:
 
     from exec.engine import Engine
     from shared.step_record import StepRecord
-
-
-@dataclass(frozen=True)
-class CalibrationConfig:
-    model: str | None = None        # None: SmolLM2-135M if installed, else a tiny random model
-    device: str = "cpu"
-    dtype: str = "bfloat16"
-    threads: int = 1                # NOTE: on a small shared host, 1 thread is far steadier
-    repeats: int = 2
-    chunk_size: int = 1024          # chunked_prefill_size of the calibration engine
-    max_total_tokens: int = 32768
-    online_requests: int = 24       # the real trace re-priced by sim.replay
-    online_rate: float = 4.0
-    online_prompt_median: float = 128.0
-    online_output_median: float = 32.0
-    seed: int = 0
-    temperature: float = 1.0        # sampling temperature of every measured request (0: greedy)
-    train_grid: ShapeGrid = TRAIN_GRID
-    held_out_grid: ShapeGrid = HELD_OUT_GRID
 
 
 class Calibration(NamedTuple):

@@ -23,14 +23,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from experiments import calibrate_cmd
-from experiments.calibration import (
-    CalibrationConfig,
-    calibrate_engine,
-    calibration_engine,
-    resolve_model,
-)
+from experiments.calibration_config import CalibrationConfig
 from experiments.fidelity import WorkloadSpec, latency_table, medians, run_fidelity
-from experiments.fidelity_plots import plot_latencies, plot_step_times
 from sim.calibrated import CalibratedCostModel
 
 HELP = "measure the simulator against the real executor (teacher forced and free running)"
@@ -63,6 +57,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from experiments.calibration import calibration_engine, resolve_model  # NOTE: torch
+
     problem = _check(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -112,6 +108,8 @@ def _check(args: argparse.Namespace) -> str | None:
 
 
 def _calibrate(engine, c: CalibrationConfig, model: str, out: Path) -> CalibratedCostModel:
+    from experiments.calibration import calibrate_engine
+
     result = calibrate_engine(engine, c, model)
     calibrate_cmd.write(result, c, out)
     print(calibrate_cmd.summary_text(result, out))
@@ -120,6 +118,8 @@ def _calibrate(engine, c: CalibrationConfig, model: str, out: Path) -> Calibrate
 
 def write(out: Path, runs, config: dict) -> None:
     import pandas as pd
+
+    from experiments.fidelity_plots import plot_latencies, plot_step_times  # NOTE: matplotlib
 
     med = medians(runs)
     (out / "fidelity.json").write_text(json.dumps(

@@ -1,6 +1,8 @@
 """`batchtwin simulate`: files written, the summary table, and one-line errors."""
 
 import json
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -61,3 +63,13 @@ def test_bad_input_is_one_line_on_stderr(args, match, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("batchtwin simulate: ") and match in err
     assert "\n" not in err and "Traceback" not in err
+
+
+def test_the_command_line_loads_without_torch_or_matplotlib():
+    """Building the parsers (`batchtwin simulate`, `plan`, --help) imports neither torch nor
+    matplotlib: only calibrate, fidelity and generate load them, when they run."""
+    code = ("import sys; from experiments.cli import build_parser; build_parser(); "
+            "print(','.join(m for m in ('torch', 'matplotlib', 'exec') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert loaded == ""
