@@ -51,8 +51,6 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.calibration import calibrate  # NOTE: torch, only when calibrating
-
     if args.threads < 1 or args.repeats < 1:
         print("error: --threads and --repeats must be >= 1", file=sys.stderr)
         return 2
@@ -63,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     c = CalibrationConfig(model=args.model, device=args.device, dtype=args.dtype,
                           threads=args.threads, repeats=args.repeats, seed=args.seed,
                           temperature=args.temperature)
+    from experiments.calibration import calibrate  # NOTE: torch, once the arguments are good
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:

@@ -57,12 +57,12 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.calibration import calibration_engine, resolve_model  # NOTE: torch
-
     problem = _check(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    from experiments.calibration import calibration_engine, resolve_model  # NOTE: torch
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     c = CalibrationConfig(model=args.model, device=args.device, dtype=args.dtype,
