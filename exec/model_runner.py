@@ -66,7 +66,7 @@ class TorchModelRunner:
         self.kv_pool = KVPool(c.num_layers, self.config.max_total_tokens, self.config.page_size,
                               c.num_kv_heads, c.head_dim, self.dtype, self.device)
         self.copy_to_static = copy_to_static
-        capacity = self.config.context_length + self.config.max_running_requests
+        capacity = self.config.max_forward_tokens()
         self._static = {name: torch.zeros(capacity, dtype=torch.int64, device=self.device)
                         for name in ("input_ids", "positions", "out_cache_loc")}
         self.graph_sizes = cuda_graph_batch_sizes(self.config) if self.device.type == "cuda" else []

@@ -55,6 +55,7 @@ class BatchResultProcessor:
         else:
             for req, tok in zip(batch.reqs, ids.tolist(), strict=True):
                 req.output_ids.append(tok)
+            batch.output_lens = batch.output_lens + 1
             done, recorded = self._finish_decoded(batch, ids, now), ids
         done += self._apply_external_finishes(batch, finished, now)
         batch.output_ids = ids
@@ -75,24 +76,29 @@ class BatchResultProcessor:
         recorded = ids.copy()
         decoding = set(map(id, batch.decoding_reqs))
         done = []
+        kept = np.ones(len(batch), np.int64)                         # [B] 1: the sample is kept
         for i, (req, tok) in enumerate(zip(batch.reqs, ids.tolist(), strict=True)):
             if req.is_chunked > 0:
                 req.is_chunked -= 1
-                recorded[i] = -1
+                recorded[i] = kept[i] = -1
                 if req.to_finish is not None:
                     self.s.chunked_req = None
                     self._finish(batch, i, req.to_finish, now)
                     done.append(req)
                 continue
+            # NOTE: a kept sample follows the whole prompt and every earlier output.
+            assert batch.seq_lens[i] == req.seqlen, \
+                f"{req.rid}: a token sampled with {batch.seq_lens[i]} of {req.seqlen} tokens in the KV cache"
             if self._append_and_check(batch, i, tok, now):
                 done.append(req)
             elif id(req) not in decoding:
                 self.s.mem.tree_cache.cache_unfinished_req(req)
+        batch.output_lens = batch.output_lens + (kept > 0)
         return done, recorded
 
     def _finish_decoded(self, batch: ScheduleBatch, ids: np.ndarray, now: float) -> list[Req]:
         """Finish the requests of a decode step whose tokens `ids` were appended."""
-        maybe = self.may_finish(batch, batch.seq_lens, ids)
+        maybe = self.may_finish(batch, ids)
         if self.s.pending_aborts:
             maybe |= np.array([r.to_finish is not None for r in batch.reqs], dtype=bool)
         done = []
@@ -104,11 +110,10 @@ class BatchResultProcessor:
                 done.append(req)
         return done
 
-    def may_finish(self, batch: ScheduleBatch, seq_lens: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """Which decode rows may have finished (a superset; check_finished decides): `seq_lens`
-        and `ids` are [B], or [k, B] for k steps ahead. Pending aborts are not included."""
-        # NOTE: after a decode, len(output_ids) == seq_lens - prompt_lens + 1.
-        maybe = seq_lens - batch.prompt_lens >= batch.max_new_tokens - 1
+    def may_finish(self, batch: ScheduleBatch, ids: np.ndarray) -> np.ndarray:
+        """Which rows of a decode step whose tokens `ids` ([B]) were appended may have
+        finished (a superset; check_finished decides). Pending aborts are not included."""
+        maybe = batch.output_lens >= batch.max_new_tokens
         maybe |= self.may_finish_by_token(batch, ids)
         return maybe
 

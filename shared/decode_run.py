@@ -65,9 +65,9 @@ def steps_to_length_limit(batch: ScheduleBatch) -> int:
     """The first decode step j (0: the scheduled one) in which `_finish_decoded` checks some
     request for its length limit (may_finish's length test), or a negative number if one
     was due earlier."""
-    # NOTE: in step j a request has seq_lens + j - prompt + 1 outputs (seq_lens counts step 0's
-    # token); _finish_decoded checks it for a finish once that reaches max_new_tokens - 1.
-    return int(np.minimum.reduce(batch.max_new_tokens - 1 - (batch.seq_lens - batch.prompt_lens)))
+    # NOTE: after step j a request has output_lens + j + 1 outputs; _finish_decoded checks it
+    # for a finish once that reaches max_new_tokens.
+    return int(np.minimum.reduce(batch.max_new_tokens - 1 - batch.output_lens))
 
 
 def _steps_with_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) -> int:
@@ -127,7 +127,7 @@ def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], grap
                 starts, graph, padded_batch_size)
     for _ in range(n):
         s.new_token_ratio.on_decode()
-    batch.set_decode_state(seq0 + n, inputs[n], slots[n], tokens[n])
+    batch.set_decode_state(seq0 + n, inputs[n], slots[n], tokens[n], batch.output_lens + k)
     s.step_start = starts[n]
     if not finish_last:
         return []

@@ -87,11 +87,32 @@ class EngineConfig:
             raise ValueError("max_total_tokens: not set and the executor gave no KV capacity")
         total = total // self.page_size * self.page_size  # whole pages only (as SGLang)
         context = self.context_length or model_info.context_length
+        if context > model_info.context_length:
+            raise ValueError(f"context_length ({context}) is longer than the model's context "
+                             f"length ({model_info.context_length}): positions past it were "
+                             f"never trained; leave context_length unset or lower it")
         return dataclasses.replace(
             self, max_total_tokens=total, context_length=context,
             max_running_requests=_derive_max_running(self.max_running_requests, total, context),
             chunked_prefill_size=self.chunk_size,
             cuda_graph_max_bs=self.cuda_graph_max_bs or DEFAULT_CUDA_GRAPH_MAX_BS)
+
+    def max_forward_tokens(self) -> int:
+        """The most tokens one forward of this *effective* config (`resolve`) can hold.
+
+        DECODE: one per running request. EXTEND / MIXED: the chunk budget covers the
+        prefill and the mixed decodes together (PrefillAdder pre-charges it with them);
+        without chunking, the first request is admitted whole whatever its length (at most
+        the context), the rest within max_prefill_tokens, plus the mixed decodes."""
+        running = self.max_running_requests
+        if running is None or self.context_length is None:
+            raise ValueError("max_forward_tokens needs the effective config (EngineConfig.resolve)")
+        mixed = running if self.enable_mixed_chunk else 0
+        if self.chunk_size is not None:
+            extend = max(self.chunk_size, mixed)
+        else:
+            extend = max(self.context_length, self.max_prefill_tokens) + mixed
+        return max(running, extend)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

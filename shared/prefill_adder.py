@@ -7,8 +7,10 @@ Budgets, with A = free KV tokens and E = evictable cached tokens, both read fres
     rem_input_tokens = max_prefill_tokens - (tokens admitted so far)
     rem_chunk_tokens = chunked_prefill_size - (tokens admitted so far)
 
-Mixed chunking pre-charges every budget with the running batch size M (one decode token
-each). A running request reserves min(max_new - outputs, 4096) * new_token_ratio tokens.
+Mixed chunking pre-charges the prefill and chunk budgets with the running batch size M (one
+decode token each) and the two KV budgets with the slots those decodes take (M at page size
+1; a whole page for each request at a page boundary). A running request reserves
+min(max_new - outputs, 4096) * new_token_ratio tokens.
 """
 
 from __future__ import annotations
@@ -34,14 +36,21 @@ class AddReqResult(Enum):
 class PrefillAdder:
     def __init__(self, mem: KVMemory, running_reqs: list[Req], new_token_ratio: float,
                  max_prefill_tokens: int, chunk_size: int | None, mixed_decode_tokens: int = 0,
-                 running_remaining: np.ndarray | None = None) -> None:
+                 running_remaining: np.ndarray | None = None,
+                 mixed_decode_kv: int | None = None) -> None:
         """`running_remaining` ([R] int64), when given, is max_new_tokens - len(output_ids)
-        of each running request (ScheduleBatch.remaining_new_tokens)."""
+        of each running request (ScheduleBatch.remaining_new_tokens). `mixed_decode_kv`: KV
+        slots the mixed decodes take (ScheduleBatch.new_tokens_required_next_decode;
+        default one each).
+
+        NOTE: SGLang charges the KV budgets M tokens too; at page size > 1 the decodes of a
+        MIXED step can need up to M pages, and the prefill would have taken them."""
         self.mem = mem
         self.ps = mem.page_size
         self.running_reqs = running_reqs
         self.new_token_ratio = new_token_ratio
         m = mixed_decode_tokens
+        kv = m if mixed_decode_kv is None else mixed_decode_kv
         self.rem_input_tokens = max_prefill_tokens - m
         self.rem_chunk_tokens = None if chunk_size is None else chunk_size - m
         if running_remaining is None:
@@ -49,10 +58,11 @@ class PrefillAdder:
                          for r in running_reqs]
         else:
             remaining = np.minimum(running_remaining, CLIP_MAX_NEW_TOKENS).tolist()
-        self.rem_total_token_offset = m + sum(map(new_token_ratio.__mul__, remaining))
-        self.cur_rem_token_offset = m
+        self.rem_total_token_offset = kv + sum(map(new_token_ratio.__mul__, remaining))
+        self.cur_rem_token_offset = kv
         self.can_run_list: list[Req] = []
         self.new_chunked_req: Req | None = None
+        self.chunked_continues = False  # the scheduler's chunked request has chunks left
 
     @property
     def rem_total_tokens(self) -> float:
@@ -74,6 +84,9 @@ class PrefillAdder:
         return AddReqResult.CONTINUE
 
     def _update_prefill_budget(self, extend: int, max_new: int) -> None:
+        """Charge an admitted extend of `extend` tokens, page-rounded as SGLang charges it
+        (`ceil_paged_tokens`), so no sub-page chunk budget is left behind."""
+        extend = self.ceil_paged(extend)
         self.rem_total_token_offset += extend + max_new + self.ps
         self.cur_rem_token_offset += extend + self.ps
         self.rem_input_tokens -= extend
@@ -91,10 +104,11 @@ class PrefillAdder:
         if rem <= 0:
             rem = self.rem_chunk_tokens
         rem = min(rem, int(self.cur_rem_tokens) - self.ps)
+        self.chunked_continues = True
         if rem <= 0:
             req.fill_ids = req.fill_ids[: len(req.prefix_indices)]  # only what is computed
             return req
-        truncated = req.extend_input_len > rem
+        truncated = self.chunked_continues = req.extend_input_len > rem
         req.set_extend_input_len(min(req.extend_input_len, rem))
         req.fill_ids = req.fill_ids[: len(req.prefix_indices) + req.extend_input_len]
         self.can_run_list.append(req)
@@ -132,14 +146,24 @@ class PrefillAdder:
             self._update_prefill_budget(inp, reserve)
             return self.budget_state()
         trunc = self.rem_chunk_tokens // self.ps * self.ps
-        if trunc <= 0:
+        if trunc <= 0 or self.has_chunked_req():
             return AddReqResult.OTHER
+        self._admit(req)
+        self._cut(req, trunc)
+        return self.budget_state()
+
+    def has_chunked_req(self) -> bool:
+        """A request of this round stays chunked after it: no other may be cut."""
+        return self.chunked_continues or self.new_chunked_req is not None
+
+    def _cut(self, req: Req, trunc: int) -> None:
+        """Make the admitted `req` this round's one chunked request, its extend cut to
+        `trunc` tokens."""
+        assert not self.has_chunked_req(), "at most one chunked request per prefill"
         req.set_extend_input_len(trunc)
         req.fill_ids = req.fill_ids[: len(req.prefix_indices) + trunc]
-        self._admit(req)
         self.new_chunked_req = req
         self._update_prefill_budget(trunc, 0)
-        return self.budget_state()
 
     def add_one_req_ignore_eos(self, req: Req) -> AddReqResult:
         """Without a prefix cache, an ignore_eos request's future is known: simulate the
@@ -163,14 +187,13 @@ class PrefillAdder:
         if self.rem_chunk_tokens is None or req.extend_input_len <= self.rem_chunk_tokens:
             self.can_run_list.append(req)
             self._update_prefill_budget(inp, min(req.sampling_params.max_new_tokens, CLIP_MAX_NEW_TOKENS))
-        else:
-            if self.rem_chunk_tokens <= 0:
-                return AddReqResult.OTHER
-            req.set_extend_input_len(self.rem_chunk_tokens)
-            req.fill_ids = req.fill_ids[: len(req.prefix_indices) + self.rem_chunk_tokens]
-            self.can_run_list.append(req)
-            self.new_chunked_req = req
-            self._update_prefill_budget(self.rem_chunk_tokens, 0)
+            return self.budget_state()
+        if self.rem_chunk_tokens <= 0 or self.has_chunked_req():
+            # NOTE: SGLang's ignore_eos path cuts without this check; a second chunked
+            # request would take its first sample before its prompt is in the KV cache.
+            return AddReqResult.OTHER
+        self.can_run_list.append(req)
+        self._cut(req, self.rem_chunk_tokens)
         return self.budget_state()
 
     def _future(self, r: Req) -> tuple[float, int]:

@@ -185,13 +185,15 @@ class Scheduler:
         return self._build_prefill_batch(adder)
 
     def _admit(self) -> PrefillAdder:
-        running = self.running_batch.reqs if self.running_batch else []
-        remaining = self.running_batch.remaining_new_tokens() if self.running_batch else None
-        mixed = len(running) if self.config.enable_mixed_chunk else 0
+        batch = self.running_batch
+        running = batch.reqs if batch else []
+        remaining = batch.remaining_new_tokens() if batch else None
+        mix = self.config.enable_mixed_chunk and bool(running)
         self.policy.calc_priority(self.waiting_queue)
         adder = PrefillAdder(self.mem, running, self.new_token_ratio.value,
-                             self.config.max_prefill_tokens, self.config.chunk_size, mixed,
-                             running_remaining=remaining)
+                             self.config.max_prefill_tokens, self.config.chunk_size,
+                             len(running) if mix else 0, running_remaining=remaining,
+                             mixed_decode_kv=batch.new_tokens_required_next_decode() if mix else 0)
         if self.chunked_req is not None:
             self.chunked_req.init_next_round_input(None)
             self.chunked_req = adder.add_chunked_req(self.chunked_req)
@@ -229,8 +231,8 @@ class Scheduler:
                 or batch.return_logprob or running.return_logprob):
             return
         running.filter_batch()
-        if running.is_empty():
-            return
+        if running.is_empty() or not running.check_decode_mem():
+            return  # NOTE: the admission reserved the decodes' slots; never short here
         running.prepare_for_decode()
         batch.mix_with_running(running)
         self.running_batch = None

@@ -187,9 +187,7 @@ class EngineLoop:
         limit = sched.decode_run_limit(MAX_DECODE_RUN)
         times = runner.decode_run_times(batch.seq_lens, limit.steps)
         starts = self.run_starts(times.durations, t)            # cut at the next arrival
-        # NOTE: a decode batch's seq_lens count the prompt and every output (the last output
-        # is this step's input), so seq_lens - prompt_lens are the output lengths.
-        tokens = runner.decode_run_tokens(batch.rids, batch.seq_lens - batch.prompt_lens,
+        tokens = runner.decode_run_tokens(batch.rids, batch.output_lens,
                                           len(starts) - 1)      # [k, B]
         if len(tokens) == 0:
             return None

@@ -72,6 +72,23 @@ def test_resolve_takes_the_context_length_from_the_model_unless_set():
     assert EngineConfig(context_length=32).resolve(MODEL, 1000).context_length == 32
 
 
+def test_resolve_refuses_a_context_longer_than_the_models():
+    """context_length above the model's (positions it never saw) is refused, naming both."""
+    with pytest.raises(ValueError, match=r"context_length \(65\).*model's context length \(64\)"):
+        EngineConfig(context_length=65).resolve(MODEL, 1000)
+
+
+def test_max_forward_tokens_needs_the_effective_config():
+    """Before resolve the bound is undefined and says so; after, it covers decode and extend."""
+    with pytest.raises(ValueError, match="effective config"):
+        EngineConfig().max_forward_tokens()
+    c = EngineConfig(chunked_prefill_size=None, max_prefill_tokens=100, enable_mixed_chunk=True,
+                     max_running_requests=8).resolve(MODEL, 1000)
+    assert c.max_forward_tokens() == 100 + 8
+    assert EngineConfig(chunked_prefill_size=16, max_running_requests=40).resolve(
+        MODEL, 1000).max_forward_tokens() == 40
+
+
 @given(ps=st.sampled_from((1, 2, 4, 16)), cap=st.integers(32, 100_000))
 def test_resolve_rounds_the_kv_capacity_down_to_whole_pages(ps, cap):
     """max_total_tokens None -> kv_capacity // page_size * page_size."""
@@ -84,7 +101,8 @@ def test_resolve_rounds_the_kv_capacity_down_to_whole_pages(ps, cap):
 def test_resolve_derives_max_running_requests_as_sglang(cap, ctx, user):
     """§3.1: est = clamp(int(cap/ctx*512), 2048, 4096); user -> min(user, est), else
     min(est, cap // 2)."""
-    c = EngineConfig(max_running_requests=user, context_length=ctx).resolve(MODEL, cap)
+    model = ModelInfo(MODEL.vocab_size, MODEL.eos_token_ids, 200_000)
+    c = EngineConfig(max_running_requests=user, context_length=ctx).resolve(model, cap)
     est = _ref_est(cap, ctx)
     assert c.max_running_requests == (min(user, est) if user is not None else min(est, cap // 2))
 

@@ -167,3 +167,20 @@ def test_reset_refuses_while_requests_run(engine):
     while engine.step() is not None:
         pass
     engine.scheduler.mem.check_idle()
+
+
+@pytest.mark.parametrize("engine_args", [
+    dict(chunked_prefill_size=None), dict(chunked_prefill_size=8192),
+    dict(chunked_prefill_size=None, enable_mixed_chunk=True, max_prefill_tokens=700),
+])
+def test_the_largest_forward_the_config_allows_fits_the_static_buffers(tiny_checkpoint, engine_args):
+    """Extends of more than context_length + max_running_requests tokens run (the static
+    input buffers are sized by EngineConfig.max_forward_tokens), leak-free."""
+    folder, _ = tiny_checkpoint("llama")
+    engine = Engine(folder, max_total_tokens=8192, max_running_requests=8, **engine_args)
+    prompts = [[1 + (i + j) % 200 for j in range(200)] for i in range(12)]
+    outs = engine.generate(prompts, {"max_new_tokens": 3, "ignore_eos": True})
+    assert [len(o.token_ids) for o in outs] == [3] * 12
+    widest = max(len(s.input_ids) for s in engine.trace.steps)
+    assert widest > 512 + 8 and widest <= engine.scheduler.config.max_forward_tokens()
+    engine.scheduler.mem.check_idle()

@@ -172,7 +172,8 @@ def test_a_no_token_refusal_under_the_temporary_lock_releases_it():
 
 @pytest.mark.parametrize("ps", [1, 4])
 def test_add_chunked_req_returns_the_request_until_its_last_chunk(ps):
-    """Chunks of 10 (not page-aligned) over a 25-token prompt: req, req, then None."""
+    """Chunks of 10 (not page-aligned) over a 25-token prompt: req, req, then None; each
+    chunk charged page-rounded (SGLang's _update_prefill_budget ceils every extend)."""
     req = _req("c", 25, max_new=30)
     results = []
     for computed in (0, 10, 20):
@@ -185,7 +186,8 @@ def test_add_chunked_req_returns_the_request_until_its_last_chunk(ps):
         assert req.extend_input_len == (5 if last else 10)
         assert req.fill_ids.tolist() == req.origin_input_ids[: computed + req.extend_input_len]
         reserve = 30 if last else 0
-        assert adder.rem_total_token_offset == req.extend_input_len + reserve + ps
+        charged = -(-req.extend_input_len // ps) * ps
+        assert adder.rem_total_token_offset == charged + reserve + ps
     assert results == [req, req, None]
 
 

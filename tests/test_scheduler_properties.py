@@ -28,6 +28,7 @@ class CheckingRunner(ScriptedRunner):
         self.s = scheduler
 
     def forward(self, fb):
+        assert len(fb.input_ids) <= self.s.config.max_forward_tokens(), "wider than the static buffers"
         self._check_positions_and_slots(fb)
         self._check_no_shared_writes(fb)
         if fb.forward_mode.is_extend():
