@@ -38,7 +38,7 @@ class ChunkCache:
         row = self.req_to_token_pool.req_to_token[req.req_pool_idx]
         self.allocator.free(row[:committed])
 
-    def cache_unfinished_req(self, req: Req, chunked: bool = False) -> None:
+    def cache_unfinished_req(self, req: Req) -> None:
         row = self.req_to_token_pool.req_to_token[req.req_pool_idx]
         req.prefix_indices = row[: len(req.fill_ids)].astype(np.int64)
 

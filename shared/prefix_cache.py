@@ -41,9 +41,12 @@ class PrefixCache(Protocol):
         the allocator, and release its lock. The request's row is the caller's to free."""
         ...
 
-    def cache_unfinished_req(self, req: Req, chunked: bool = False) -> None:
+    def cache_unfinished_req(self, req: Req) -> None:
         """Cache a request's computed KV so far; re-point its row at the cache's copy and
-        move its lock to the new last node. `prefix_indices` then covers all of fill_ids."""
+        move its lock to the new last node. `prefix_indices` then covers all of fill_ids.
+
+        NOTE: SGLang's signature has `chunked=False`; it only reaches `InsertParams`, which
+        its plain radix insert never reads (HiCache's and SWA's trees do), so it is not here."""
         ...
 
     def inc_lock_ref(self, node: Any) -> None:

@@ -6,9 +6,8 @@ every `match_prefix` and `insert` call that touches the tree; the nodes a call m
 its tick. Eviction pops the least recently used unlocked leaf (ties: the older node) and
 removes it whole, so it may free more than asked.
 
-NOTE: only the matched part of a node is touched. When a match ends inside a node, the
-node is split and the unmatched remainder keeps its older tick, so a page's tick is the
-last call that matched it.
+NOTE: as in SGLang, a node is stamped before a match that ends inside it splits it, so
+both halves count as just used (the unmatched remainder too).
 """
 
 from __future__ import annotations
@@ -124,7 +123,7 @@ class RadixCache:
         self.allocator.free(kv[aligned:])
         self.dec_lock_ref(req.last_node)
 
-    def cache_unfinished_req(self, req: Req, chunked: bool = False) -> None:
+    def cache_unfinished_req(self, req: Req) -> None:
         # Row layout before:  [0, protected) tree's slots | [protected, n) this request's slots
         # after:              [0, aligned) tree's slots   | [aligned, n) private partial page
         row = req.req_pool_idx
@@ -241,11 +240,11 @@ class RadixCache:
             if child is None:
                 break
             n = self._match_len(child.key, key[matched:])
-            if n < len(child.key):
-                child = self._split(child, n)
             child.last_access = self._tick
             if child in self._evictable_leaves:
                 self._push_lru(child)
+            if n < len(child.key):
+                child = self._split(child, n)  # the upper half takes child's new tick
             values.append(child.value)
             node, matched = child, matched + n
         return node, values, matched

@@ -256,18 +256,22 @@ class ScheduleBatch:
             if len(order) == 1:
                 aborted.append(self._release(order.pop(), abort=True))
                 break
-            retracted.append(self._release(order.pop(), abort=False))
+            i = order.pop()
+            retracted.append(self._release(i, abort=False, remaining=len(order)))
         self.filter_batch(keep_indices=order)
         return RetractResult(retracted, aborted)
 
-    def _release(self, i: int, abort: bool) -> Req:
+    def _release(self, i: int, abort: bool, remaining: int = 0) -> Req:
+        """Release request i; a retracted one then evicts from the cache until the
+        `remaining` requests could decode RETRACT_DECODE_STEPS more steps (SGLang's
+        release_req(idx, remaining_req_count))."""
         req = self.reqs[i]
         self.commit_kv_lens(i)
         self.mem.release_kv_cache(req, is_insert=False)
         if abort:
             req.finished_reason = FinishReason.by_abort(RETRACT_OOM_MESSAGE)
             return req
-        need = (len(self.reqs) - 1) * RETRACT_DECODE_STEPS
+        need = remaining * RETRACT_DECODE_STEPS
         if self.mem.allocator.available_size() < need:
             self.mem.tree_cache.evict(need)
         req.reset_for_retract()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from shared.engine_config import SCHEDULE_POLICIES
 from shared.radix_cache import RadixCache
 from shared.req_to_token_pool import ReqToTokenPool
 from shared.token_allocator import TokenToKVPoolAllocator
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from shared.prefix_cache import PrefixCache
     from shared.req import Req
 
-POLICIES = ("fcfs", "lpm", "dfs-weight", "lof", "random")
+POLICIES = SCHEDULE_POLICIES
 CACHE_AWARE_POLICIES = frozenset({"lpm", "dfs-weight"})
 # A request whose real-tree match is at most this long is checked against the waiting queue.
 IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD = 32
@@ -132,7 +133,7 @@ def longest_prefix_order(queue: list[Req], deferred: list[bool]) -> list[Req]:
 
 def dfs_weight_order(queue: list[Req], root: TreeNode) -> list[Req]:
     """Post-order DFS over the subtrees holding some request's `last_node`: children by
-    decreasing weight (waiting requests at or below them; ties: older node first), then the
+    decreasing weight (waiting requests at or below them; ties: insertion order), then the
     node's own requests in queue order. Deeper matches precede their ancestors'; root's
     requests come last."""
     by_node: dict[TreeNode, list[Req]] = {}
@@ -166,6 +167,8 @@ def subtree_weights(by_node: dict[TreeNode, list[Req]]) -> dict[TreeNode, int]:
 
 
 def heaviest_children(node: TreeNode, weight: dict[TreeNode, int]) -> list[TreeNode]:
-    """`node`'s children with weight > 0, heaviest first (ties: lower node_id first)."""
+    """`node`'s children with weight > 0, heaviest first; ties keep the children's
+    insertion order (as SGLang's stable sort over the children dict: a node split by a match
+    keeps its place, though the upper half is a new node)."""
     kids = [c for c in node.children.values() if c in weight]
-    return sorted(kids, key=lambda c: (-weight[c], c.node_id))
+    return sorted(kids, key=lambda c: -weight[c])

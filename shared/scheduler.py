@@ -106,6 +106,8 @@ class Scheduler:
         batch = self._get_new_batch_prefill()
         if batch is None and self.running_batch is not None:
             batch = self._update_running_batch(self.running_batch)
+            if batch is None:  # NOTE: SGLang's next loop turn: nothing ran in between
+                batch = self._get_new_batch_prefill()
         self.last_batch = batch
         if batch is None and not self.has_work():
             self._on_idle()
@@ -120,8 +122,9 @@ class Scheduler:
                                                        finished or {}))
 
     def _after_result(self, done: list[Req]) -> list[Req]:
+        # NOTE: as in SGLang, a finish does not clear batch_is_full by itself: the filter
+        # that drops the finished requests does (_merge_last_batch, _update_running_batch).
         if done:
-            self.batch_is_full = False  # freed KV and rows: admission may succeed again
             self._finished_since_filter = True
         return done
 
@@ -148,19 +151,20 @@ class Scheduler:
             self, tokens, starts, graph, padded_batch_size, finish_last))
 
     def _merge_last_batch(self) -> None:
+        """SGLang's get_next_batch_to_run head: stash the chunked request, then filter the
+        last extend batch and merge it into the running batch. The running batch itself is
+        filtered only when it decodes (requests finished in the last decode still count in
+        the next admission, as in SGLang)."""
         chunked = self.chunked_req
         if chunked is not None:
-            self.mem.tree_cache.cache_unfinished_req(chunked, chunked=True)
-        if self._finished_since_filter and self.running_batch is not None:
-            # NOTE: SGLang filters the running batch only when it decodes, so requests that
-            # finished in the last decode still count as mixed-chunk decode tokens in the
-            # next admission; we drop them first, so budgets count live requests only.
-            self.running_batch.filter_batch()
-        self._finished_since_filter = False
+            self.mem.tree_cache.cache_unfinished_req(chunked)
         last = self.last_batch
         if last is None or not last.forward_mode.is_extend():
             return
+        before = len(last)
         last.filter_batch(chunked_req_to_exclude=chunked)
+        if len(last) < before:
+            self.batch_is_full = False
         if last.is_empty():
             return
         if self.running_batch is None or self.running_batch.is_empty():
@@ -238,8 +242,9 @@ class Scheduler:
         self.running_batch = None
 
     def _update_running_batch(self, batch: ScheduleBatch) -> ScheduleBatch | None:
-        # NOTE: finished requests were filtered out in _merge_last_batch already.
         initial = len(batch)
+        batch.filter_batch()
+        self._finished_since_filter = False
         if batch.is_empty():
             self.batch_is_full = False
             return None

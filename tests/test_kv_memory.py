@@ -44,7 +44,7 @@ def _prefill(mem, r, chunk, live):
         r.set_extend_input_len(chunk)
         mem.alloc_for_extend([r])
         r.kv_committed_len = r.kv_allocated_len = len(r.fill_ids)
-        mem.tree_cache.cache_unfinished_req(r, chunked=True)
+        mem.tree_cache.cache_unfinished_req(r)
         _check_accounting(mem, live)
         r.init_next_round_input(None)
     mem.alloc_for_extend([r])

@@ -11,7 +11,10 @@ from tests.strategies import small_page_sizes, token_keys
 
 class RadixMachine(RuleBasedStateMachine):
     """Reference: `present` maps every cached page prefix (a token tuple, a multiple of the
-    page size long) to the slots of its last page, and `tick` to the last call that used it."""
+    page size long) to the slots of its last page, and `tick` to the last call that used it;
+    `bounds` holds the prefixes at which a tree node ends (an insert's end, a split), since
+    a call that ends inside a node stamps the whole node before splitting it (SGLang's
+    `_match_prefix_helper` sets `child.last_access_time` before `_split_node`)."""
 
     @initialize(ps=small_page_sizes, num_pages=st.integers(4, 24))
     def setup(self, ps, num_pages):
@@ -20,6 +23,7 @@ class RadixMachine(RuleBasedStateMachine):
         self.cache = RadixCache(ReqToTokenPool(1, 8), self.allocator)
         self.present: dict[tuple, np.ndarray] = {}
         self.tick: dict[tuple, int] = {}
+        self.bounds: set[tuple] = set()
         self.calls = 0
         self.locks: list[tuple] = []
 
@@ -36,11 +40,24 @@ class RadixMachine(RuleBasedStateMachine):
             matched.append(prefix)
         return matched
 
-    def _touch(self, key, prefixes):
-        if self._pages(key):
-            self.calls += 1
-            for p in prefixes:
-                self.tick[p] = self.calls
+    def _node_below(self, prefix):
+        """The cached pages past `prefix` in the node `prefix` ends inside (none at a bound)."""
+        rest = []
+        while prefix not in self.bounds:
+            prefix = next(q for q in self.present
+                          if len(q) == len(prefix) + self.ps and q[: len(prefix)] == prefix)
+            rest.append(prefix)
+        return rest
+
+    def _touch(self, key, matched, inserted=()):
+        """A call on `key` that matched the pages `matched` (then inserted `inserted`)."""
+        if not self._pages(key):
+            return
+        self.calls += 1
+        split = matched[-1:]
+        for p in [*matched, *(self._node_below(split[0]) if split else []), *inserted]:
+            self.tick[p] = self.calls
+        self.bounds.update(split + list(inserted[-1:]))
 
     @rule(key=token_keys())
     def match_equals_longest_cached_prefix(self, key):
@@ -61,12 +78,13 @@ class RadixMachine(RuleBasedStateMachine):
             slots = self.allocator.alloc(aligned)
             if slots is None:
                 return
-        already = len(self._expected_match(key)) * self.ps
+        matched = self._expected_match(key)
+        already = len(matched) * self.ps
         assert self.cache.insert(key, slots) == already
         self.allocator.free(slots[:already])
+        self._touch(key, matched, self._pages(key)[len(matched):])
         for k, prefix in enumerate(self._pages(key)):
             self.present.setdefault(prefix, slots[k * self.ps : (k + 1) * self.ps])
-        self._touch(key, self._pages(key))
 
     @rule(key=token_keys())
     def lock(self, key):
@@ -119,6 +137,7 @@ class RadixMachine(RuleBasedStateMachine):
             assert max(self.tick[p] for p in gone) <= min(self.tick[p] for p in leaves)
         for p in gone:
             del self.present[p], self.tick[p]
+            self.bounds.discard(p)
 
     @invariant()
     def slots_are_conserved(self):
@@ -167,3 +186,16 @@ def test_paged_match_is_page_aligned():
     cache, alloc = _cache(ps=4)
     cache.insert(list(range(8)), alloc.alloc(8))
     assert len(cache.match_prefix([0, 1, 2, 3, 4, 5, 6, 99]).device_indices) == 4
+
+
+def test_a_split_stamps_both_halves_as_just_used():
+    """SGLang stamps a node before a match splits it: after matching [1, 2] inside [1, 2, 3, 4],
+    the remainder [3, 4] is newer than [9, 9] (inserted later than [1, 2, 3, 4]), so [9, 9]
+    is evicted first."""
+    cache, alloc = _cache()
+    cache.insert([1, 2, 3, 4], alloc.alloc(4))
+    cache.insert([9, 9], alloc.alloc(2))
+    cache.match_prefix([1, 2, 7])
+    assert cache.evict(1) == 2
+    assert len(cache.match_prefix([9, 9]).device_indices) == 0
+    assert len(cache.match_prefix([1, 2, 3, 4]).device_indices) == 4

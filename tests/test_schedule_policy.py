@@ -164,11 +164,20 @@ def test_dfs_weight_groups_subtrees_deeper_matches_first():
     mem.check_integrity()
 
 
-def test_dfs_weight_breaks_weight_ties_by_node_age():
-    """Subtrees of equal weight are visited oldest node first, whatever the arrival order."""
+def test_dfs_weight_breaks_weight_ties_by_the_childrens_insertion_order():
+    """Subtrees of equal weight are visited in the order their first page joined the parent,
+    whatever the arrival order (SGLang sorts the children dict stably by weight)."""
     mem = memory(cached=[span(0, 10), span(100, 10)])
     queue = [req("young", [*span(100, 10), 1]), req("old", [*span(0, 10), 1])]
     assert ordered("dfs-weight", queue, mem) == (["old", "young"], True)
+
+
+def test_dfs_weight_keeps_a_split_node_in_its_place_among_the_children():
+    """A match that splits the older child makes a new upper node (a newer node id), which
+    keeps the child's place in the parent's children: it is still visited first on a tie."""
+    mem = memory(cached=[span(0, 20), span(100, 10)])
+    queue = [req("b", [*span(100, 10), 1]), req("a", [*span(0, 10), 1])]
+    assert ordered("dfs-weight", queue, mem) == (["a", "b"], True)
 
 
 def test_dfs_weight_counts_a_split_node_once():

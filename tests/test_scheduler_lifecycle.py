@@ -161,3 +161,48 @@ def test_clock_values_never_change_decisions():
     fast, slow = run(0.001), run(3.0)
     assert [a.diff(b) for a, b in zip(fast, slow, strict=True)] == [None] * len(fast)
     assert np.isclose(slow[-1].duration, 3.0)
+
+
+def test_retraction_evicts_for_the_requests_left_after_each_pop():
+    """SGLang's release_req(idx, remaining_req_count) asks the cache for RETRACT_DECODE_STEPS
+    tokens per request still in the batch after that pop: 3 * 20, then 2 * 20 (not the
+    batch size before the pops each time)."""
+    from shared.kv_memory import KVMemory
+
+    mem = KVMemory.build(max_running_requests=4, max_context_len=64, max_total_tokens=64,
+                         page_size=16, disable_radix_cache=True)
+    reqs = [_req(f"r{i}", n=16, max_new=8, ignore_eos=True) for i in range(4)]
+    for r in reqs:
+        r.init_next_round_input(mem.tree_cache)
+    batch = ScheduleBatch(reqs, mem, MODEL.vocab_size)
+    batch.prepare_for_extend()           # four full pages: the pool is full, every decode opens a page
+    asked = []
+    evict = mem.tree_cache.evict
+    mem.tree_cache.evict = lambda n: asked.append(n) or evict(n)
+    result = batch.retract_decode()
+    assert [r.rid for r in result.retracted] == ["r3", "r2"] and not result.aborted
+    assert [n for n in asked if n % 20 == 0 and n % 16] == [60, 40]
+    assert batch.check_decode_mem()
+
+
+def test_a_full_batch_admits_again_only_after_the_decode_filter():
+    """SGLang clears batch_is_full in update_running_batch, once the decode filter dropped a
+    finished request: with max_running_requests=2, "c" waits through the decode that
+    follows "a"'s finish and is admitted one step later."""
+    sched = _sched(max_running_requests=2)
+    reqs = [_req("a", max_new=2, ignore_eos=True), _req("b", max_new=10, ignore_eos=True),
+            _req("c", max_new=2, ignore_eos=True)]
+    drive(sched, ScriptedRunner(MODEL.vocab_size), reqs)
+    steps = [(s.forward_mode, s.rids) for s in sched.trace.steps[:4]]
+    assert steps == [("EXTEND", ("a", "b")), ("DECODE", ("a", "b")), ("DECODE", ("b",)),
+                     ("EXTEND", ("c",))]
+
+
+def test_a_batch_emptied_by_the_decode_filter_admits_in_the_same_call():
+    """When the filter empties the running batch of a full engine, the waiting request is
+    admitted at once (SGLang's next loop turn, with no forward in between), not stalled."""
+    sched = _sched(max_running_requests=1)
+    reqs = [_req("a", max_new=2, ignore_eos=True), _req("c", max_new=2, ignore_eos=True)]
+    drive(sched, ScriptedRunner(MODEL.vocab_size), reqs)
+    assert [(s.forward_mode, s.rids) for s in sched.trace.steps] == [
+        ("EXTEND", ("a",)), ("DECODE", ("a",)), ("EXTEND", ("c",)), ("DECODE", ("c",))]

@@ -258,3 +258,15 @@ def test_from_dict_unknown_key_rejected():
     """An unknown key in from_dict raises InvalidRequestError naming it."""
     with pytest.raises(InvalidRequestError, match="top_q"):
         SamplingParams.from_dict({"top_p": 0.5, "top_q": 0.5})
+
+
+def test_prompt_plus_max_new_tokens_may_fill_the_context_exactly():
+    """SGLang's current TokenizerManager._validate_one_request refuses
+    `max_new_tokens + input_token_num > context_len` (it was `>=` in older releases), so a
+    request that fills the context to its last position is served and one token more is not."""
+    ok = dict(context_len=CTX, max_total_tokens=None, page_size=1)
+    validate_request(PROMPT, SamplingParams(max_new_tokens=CTX - len(PROMPT)), vocab_size=VOCAB, **ok)
+    with pytest.raises(InvalidRequestError, match="exceeds the context length") as e:
+        validate_request(PROMPT, SamplingParams(max_new_tokens=CTX - len(PROMPT) + 1),
+                         vocab_size=VOCAB, **ok)
+    assert e.value.field == "max_new_tokens"
