@@ -11,10 +11,15 @@ of an unchanged batch up to the next event applied at once, `shared.decode_run`)
 step-by-step loop (`drive_workload(..., decode_runs=False)`); both give the same trace, and
 the report gives their ratio and how many steps the runs covered.
 
-    python -m experiments.bench_sim [--num-requests 1000] [--repeats 3] [--profile]
+It does so for three engine configurations, the default and two common flags
+(`disable_radix_cache`, `enable_mixed_chunk`), repeats interleaved across them, and gives
+each one's wall time against the default's; `--engine-args` adds one of your own.
 
-Writes experiments/results/bench_sim.json with the configuration it ran; `--profile` also
-prints a cProfile summary of one run (cumulative and internal time).
+    python -m experiments.bench_sim [--num-requests 1000] [--repeats 3] [--profile]
+        [--engine-args page_size=16,chunked_prefill_size=2048]
+
+Writes experiments/results/bench_sim.json with the configurations it ran; `--profile` also
+prints a cProfile summary of one default run (cumulative and internal time).
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from sim.driver import drive_workload
 from sim.simulate import build_simulation
 
 BAR_SPEEDUP = 200.0
+ENGINE_CONFIGS = {"default": {}, "disable_radix_cache": {"disable_radix_cache": True},
+                  "enable_mixed_chunk": {"enable_mixed_chunk": True}}
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,11 @@ class BenchConfig:
     repeats: int = 3
 
 
-def run_once(c: BenchConfig, workload: Workload, decode_runs: bool = True) -> dict[str, float]:
+def run_once(c: BenchConfig, workload: Workload, decode_runs: bool = True,
+             engine_args: dict | None = None) -> dict[str, float]:
     t0 = time.perf_counter()
-    s = build_simulation(model=c.model, hardware=c.hardware, tp=c.tp, seed=c.seed)
+    s = build_simulation(model=c.model, hardware=c.hardware, tp=c.tp, seed=c.seed,
+                         **(engine_args or {}))
     applied = count_run_steps(s.scheduler)
     t1 = time.perf_counter()
     trace = drive_workload(s.scheduler, s.runner, workload, finished_hook=s.token_source.finished,
@@ -96,25 +105,32 @@ def profile(c: BenchConfig, workload: Workload, top: int = 25) -> None:
     stats.sort_stats("tottime").print_stats(top)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--num-requests", type=int, default=BenchConfig.num_requests)
-    p.add_argument("--repeats", type=int, default=BenchConfig.repeats)
-    p.add_argument("--profile", action="store_true")
-    p.add_argument("--out", default="experiments/results/bench_sim.json")
-    args = p.parse_args(argv)
-    c = BenchConfig(num_requests=args.num_requests, repeats=args.repeats)
-    workload = Workload.sharegpt_like(c.num_requests, vocab_size=c.vocab_size, seed=c.seed,
-                                      rate=c.rate)
-    runs, stepwise = [], []
-    for _ in range(c.repeats):
-        runs.append(run_once(c, workload))
-        stepwise.append(run_once(c, workload, decode_runs=False))
+def parse_engine_args(text: str) -> dict:
+    """'a=1,b=true' -> {'a': 1, 'b': True}: each value read as JSON, else kept as a string."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"--engine-args: {item!r} is not KEY=VALUE")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def bench_config(c: BenchConfig, workload: Workload, engine_args: dict) -> dict:
+    """One repeat of one engine configuration: with decode runs, then step by step."""
+    return {"runs": run_once(c, workload, engine_args=engine_args),
+            "stepwise": run_once(c, workload, decode_runs=False, engine_args=engine_args)}
+
+
+def report_config(name: str, c: BenchConfig, runs: list[dict], stepwise: list[dict],
+                  default_wall: float) -> dict:
     best = min(runs, key=lambda r: r["wall_s"])
     best_stepwise = min(stepwise, key=lambda r: r["wall_s"])
-    print(f"{c.num_requests} requests @ {c.rate}/s, {c.model} on {c.tp}x {c.hardware}: "
-          f"{best['simulated_s']:.2f} s simulated in {best['wall_s']:.3f} s wall "
-          f"(best of {c.repeats})")
+    print(f"[{name}] {best['simulated_s']:.2f} s simulated in {best['wall_s']:.3f} s wall "
+          f"(best of {c.repeats}; {best['wall_s'] / default_wall:.2f}x the default's wall time)")
     print(f"  simulated s per wall s : {best['speedup']:8.1f}x  (bar {BAR_SPEEDUP:.0f}x; "
           f"SimPy run alone {best['drive_only_speedup']:.1f}x)")
     print(f"  forward steps per wall s: {best['steps_per_wall_s']:8.0f}  ({best['steps']} steps)")
@@ -126,10 +142,38 @@ def main(argv: list[str] | None = None) -> dict:
           f"{best['steps_in_decode_runs']} steps")
     print(f"  step-by-step loop       : {best_stepwise['speedup']:8.1f}x  (decode runs "
           f"{best_stepwise['wall_s'] / best['wall_s']:.2f}x faster, same trace)")
+    return {"best": best, "runs": runs, "best_step_by_step": best_stepwise,
+            "step_by_step_runs": stepwise, "wall_vs_default": best["wall_s"] / default_wall}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--num-requests", type=int, default=BenchConfig.num_requests)
+    p.add_argument("--repeats", type=int, default=BenchConfig.repeats)
+    p.add_argument("--profile", action="store_true")
+    p.add_argument("--engine-args", type=parse_engine_args, default=None, metavar="K=V,...",
+                   help="one more engine configuration to time (EngineConfig fields)")
+    p.add_argument("--out", default="experiments/results/bench_sim.json")
+    args = p.parse_args(argv)
+    c = BenchConfig(num_requests=args.num_requests, repeats=args.repeats)
+    workload = Workload.sharegpt_like(c.num_requests, vocab_size=c.vocab_size, seed=c.seed,
+                                      rate=c.rate)
+    configs = dict(ENGINE_CONFIGS)
+    if args.engine_args:
+        configs["custom"] = args.engine_args
+    results = {name: [] for name in configs}
+    for _ in range(c.repeats):  # NOTE: interleaved, so a slow phase of the host hits all alike
+        for name, engine_args in configs.items():
+            results[name].append(bench_config(c, workload, engine_args))
+    print(f"{c.num_requests} requests @ {c.rate}/s, {c.model} on {c.tp}x {c.hardware} "
+          f"({cpu_model()})")
+    default_wall = min(r["runs"]["wall_s"] for r in results["default"])
     report = {"config": asdict(c), "bar_speedup": BAR_SPEEDUP,
               "machine": cpu_model(), "cpu_count": os.cpu_count(),
-              "python": platform.python_version(), "best": best, "runs": runs,
-              "best_step_by_step": best_stepwise, "step_by_step_runs": stepwise}
+              "python": platform.python_version(), "engine_configs": configs}
+    for name, rs in results.items():
+        report[name] = report_config(name, c, [r["runs"] for r in rs],
+                                     [r["stepwise"] for r in rs], default_wall)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     if args.profile:

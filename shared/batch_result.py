@@ -73,14 +73,16 @@ class BatchResultProcessor:
         return done
 
     def _process_prefill(self, batch: ScheduleBatch, ids: np.ndarray, now: float):
+        """An EXTEND or MIXED step: the prefill rows one by one, then (MIXED) the decode
+        rows mixed in after them as a decode step's are processed."""
         recorded = ids.copy()
-        decoding = set(map(id, batch.decoding_reqs))
+        n = len(batch) - len(batch.decoding_reqs)                    # prefill rows come first
         done = []
         kept = np.ones(len(batch), np.int64)                         # [B] 1: the sample is kept
-        for i, (req, tok) in enumerate(zip(batch.reqs, ids.tolist(), strict=True)):
+        for i, (req, tok) in enumerate(zip(batch.reqs[:n], ids[:n].tolist(), strict=True)):
             if req.is_chunked > 0:
                 req.is_chunked -= 1
-                recorded[i] = kept[i] = -1
+                recorded[i] = kept[i] = 0
                 if req.to_finish is not None:
                     self.s.chunked_req = None
                     self._finish(batch, i, req.to_finish, now)
@@ -91,18 +93,24 @@ class BatchResultProcessor:
                 f"{req.rid}: a token sampled with {batch.seq_lens[i]} of {req.seqlen} tokens in the KV cache"
             if self._append_and_check(batch, i, tok, now):
                 done.append(req)
-            elif id(req) not in decoding:
+            else:
                 self.s.mem.tree_cache.cache_unfinished_req(req)
-        batch.output_lens = batch.output_lens + (kept > 0)
+        recorded[kept == 0] = -1
+        batch.output_lens = batch.output_lens + kept
+        if n < len(batch):
+            list(map(list.append, batch.per_request_info().output_ids[n:], ids[n:].tolist()))
+            done += self._finish_decoded(batch, ids, now, start=n)
         return done, recorded
 
-    def _finish_decoded(self, batch: ScheduleBatch, ids: np.ndarray, now: float) -> list[Req]:
-        """Finish the requests of a decode step whose tokens `ids` were appended."""
+    def _finish_decoded(self, batch: ScheduleBatch, ids: np.ndarray, now: float,
+                        start: int = 0) -> list[Req]:
+        """Finish the requests of a decode step (rows `start` on) whose tokens `ids` were
+        appended."""
         maybe = self.may_finish(batch, ids)
         if self.s.pending_aborts:
             maybe |= np.array([r.to_finish is not None for r in batch.reqs], dtype=bool)
         done = []
-        for i in np.flatnonzero(maybe).tolist():
+        for i in (np.flatnonzero(maybe[start:]) + start).tolist():
             req = batch.reqs[i]
             reason = check_finished(req, int(ids[i]), self.eos, batch.vocab_size)
             if reason is not None:

@@ -170,10 +170,11 @@ class ScheduleBatch:
         self._positions = None
 
     def mix_with_running(self, running: ScheduleBatch) -> None:
-        """Append a decode-prepared running batch as 1-token extends (MIXED)."""
-        for r in running.reqs:
-            r.fill_ids = r.all_token_ids()
-            r.set_extend_input_len(1)
+        """Append a decode-prepared running batch as 1-token extends (MIXED).
+
+        NOTE: SGLang also sets each mixed request's fill_ids (prompt + outputs) and
+        extend_input_len (1); nothing reads them for a request that keeps decoding (a
+        retracted one recomputes both), so only the batch arrays carry its extend."""
         input_ids = np.concatenate((self.input_ids, running.input_ids))
         out_cache_loc = np.concatenate((self.out_cache_loc, running.out_cache_loc))
         prefix_lens = np.concatenate((self.prefix_lens, running.seq_lens - 1))

@@ -243,8 +243,9 @@ class Scheduler:
 
     def _update_running_batch(self, batch: ScheduleBatch) -> ScheduleBatch | None:
         initial = len(batch)
-        batch.filter_batch()
-        self._finished_since_filter = False
+        if self._finished_since_filter:  # NOTE: every finish sets it; nothing to drop else
+            batch.filter_batch()
+            self._finished_since_filter = False
         if batch.is_empty():
             self.batch_is_full = False
             return None

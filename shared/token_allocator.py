@@ -5,6 +5,10 @@ out: padding rows write their K/V there. With page_size 1 freed slots go to the 
 free list (FIFO reuse); with page_size > 1 freed pages go to the front (LIFO), sorted.
 
 Every allocation either succeeds whole or returns None and changes nothing.
+
+NOTE: the free list is a ring buffer over one array of num_pages entries (a page is on it at
+most once), so a free costs the pages it gives back, not a copy of the whole list: an engine
+without a prefix cache frees every finished request's KV.
 """
 
 from __future__ import annotations
@@ -36,14 +40,16 @@ class TokenToKVPoolAllocator:
         self.page_size = page_size
         self.num_pages = size // page_size
         self.size = self.num_pages * page_size
-        self._free_pages = np.arange(1, self.num_pages + 1, dtype=np.int64)
+        self._ring = np.arange(1, self.num_pages + 1, dtype=np.int64)  # [num_pages]
+        self._head = 0                                   # ring index of the first free page
+        self._count = self.num_pages                     # free pages, from _head on (wrapping)
         self._is_free = np.ones(self.num_pages + 1, dtype=bool)
         self._is_free[0] = False
         self._stamp = np.zeros(self.num_pages + 1, dtype=np.int64)  # scratch for _listed_twice
 
     def available_size(self) -> int:
         """Free tokens (whole free pages times page_size)."""
-        return len(self._free_pages) * self.page_size
+        return self._count * self.page_size
 
     def is_free(self, slots: np.ndarray) -> np.ndarray:
         """Per slot: is its page on the free list? [n] bool."""
@@ -55,10 +61,8 @@ class TokenToKVPoolAllocator:
         if n % ps:
             raise ValueError(f"alloc({n}) must be a multiple of page_size {ps}")
         pages = self._take(n // ps)
-        if pages is None:
-            return None
-        if ps == 1:
-            return pages.copy()
+        if pages is None or ps == 1:
+            return pages
         return (pages[:, None] * ps + np.arange(ps)).reshape(-1)
 
     def alloc_extend(
@@ -73,8 +77,7 @@ class TokenToKVPoolAllocator:
         pre, seq, last = (np.asarray(a, dtype=np.int64) for a in (prefix_lens, seq_lens, last_loc))
         ps = self.page_size
         if ps == 1:  # every token is a page of its own: the next free slots, in order
-            slots = self._take(int(np.add.reduce(seq - pre)))
-            return None if slots is None else slots.copy()
+            return self._take(int(np.add.reduce(seq - pre)))
         if np.any((last + 1) % ps != pre % ps):
             raise ValueError("alloc_extend: last_loc does not end at the prefix's page offset")
         new_pages = _ceil_div(seq, ps) - _ceil_div(pre, ps)
@@ -96,8 +99,7 @@ class TokenToKVPoolAllocator:
         seq, last = np.asarray(seq_lens, dtype=np.int64), np.asarray(last_loc, dtype=np.int64)
         ps = self.page_size
         if ps == 1:  # every token opens a page of its own
-            pages = self._take(len(seq))
-            return None if pages is None else pages.copy()
+            return self._take(len(seq))
         opens_page = (seq - 1) % ps == 0                            # [B]
         pages = self._take(int(opens_page.sum()))
         if pages is None:
@@ -124,20 +126,30 @@ class TokenToKVPoolAllocator:
             raise ValueError("free: a slot is listed twice (double free)")
         self._is_free[pages] = True
         if self.page_size == 1:
-            self._free_pages = np.concatenate((self._free_pages, slots))
+            self._put(pages, (self._head + self._count) % self.num_pages)
         else:
-            self._free_pages = np.concatenate((pages, self._free_pages))
+            self._head = (self._head - len(pages)) % self.num_pages
+            self._put(pages, self._head)
+        self._count += len(pages)
+
+    def free_pages(self) -> np.ndarray:
+        """[F] int64 the free list in order (the next page handed out first); a copy."""
+        end = self._head + self._count
+        if end <= self.num_pages:
+            return self._ring[self._head : end].copy()
+        return np.concatenate((self._ring[self._head :], self._ring[: end - self.num_pages]))
 
     def backup_state(self) -> AllocatorState:
-        return AllocatorState(self._free_pages.copy(), self._is_free.copy())
+        return AllocatorState(self.free_pages(), self._is_free.copy())
 
     def restore_state(self, state: AllocatorState) -> None:
-        self._free_pages = state.free_pages.copy()
+        self._head, self._count = 0, len(state.free_pages)
+        self._ring[: self._count] = state.free_pages
         self._is_free = state.is_free.copy()
 
     def check_integrity(self) -> None:
         """Free list holds distinct pages in [1, num_pages] that the free mask marks free."""
-        fp = self._free_pages
+        fp = self.free_pages()
         if fp.size and (fp.min() < 1 or fp.max() > self.num_pages):
             raise AssertionError("free list holds a page outside [1, num_pages]")
         if np.unique(fp).size != fp.size:
@@ -153,8 +165,20 @@ class TokenToKVPoolAllocator:
         return bool((self._stamp[pages] != order).any())
 
     def _take(self, n_pages: int) -> np.ndarray | None:
-        if n_pages > len(self._free_pages):
+        """The first n_pages free pages, off the list ([n] int64, a new array), or None."""
+        if n_pages > self._count:
             return None
-        pages, self._free_pages = self._free_pages[:n_pages], self._free_pages[n_pages:]
+        start, end = self._head, self._head + n_pages
+        if end <= self.num_pages:
+            pages = self._ring[start:end].copy()
+        else:
+            pages = np.concatenate((self._ring[start:], self._ring[: end - self.num_pages]))
+        self._head, self._count = end % self.num_pages, self._count - n_pages
         self._is_free[pages] = False
         return pages
+
+    def _put(self, pages: np.ndarray, at: int) -> None:
+        """Write `pages` into the ring from index `at` on, wrapping."""
+        first = min(len(pages), self.num_pages - at)
+        self._ring[at : at + first] = pages[:first]
+        self._ring[: len(pages) - first] = pages[first:]

@@ -26,6 +26,7 @@ from shared import EngineConfig, ModelInfo, SamplingParams, Scheduler, StepRecor
 from shared.forward_batch import ForwardBatch
 from shared.length_dist import Uniform
 from shared.model_runner import RunnerOutput
+from shared.token_allocator import AllocatorState
 from sim.conformance import (
     AgreementError,
     ConformanceCase,
@@ -248,11 +249,13 @@ def test_agreement_check_names_the_first_differing_step_and_field(tiny_exec):
         alloc = scheduler.mem.allocator
 
         def take(n):
-            if n > len(alloc._free_pages):
+            state = alloc.backup_state()
+            cut = len(state.free_pages) - n
+            if cut < 0:
                 return None
-            cut = len(alloc._free_pages) - n
-            pages, alloc._free_pages = alloc._free_pages[cut:], alloc._free_pages[:cut]
-            alloc._is_free[pages] = False
+            pages = state.free_pages[cut:]
+            state.is_free[pages] = False
+            alloc.restore_state(AllocatorState(state.free_pages[:cut], state.is_free))
             return pages
 
         alloc._take = take

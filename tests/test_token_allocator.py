@@ -190,3 +190,20 @@ def test_free_listing_a_slot_twice_is_refused_whole():
     assert not a.is_free(slots).any()
     a.free(slots)
     assert a.is_free(slots).all()
+
+
+@pytest.mark.parametrize("ps", [1, 4])
+def test_the_free_list_keeps_its_order_across_the_ring_buffers_wrap(ps):
+    """Take/free rounds on a 5-page pool wrap the ring buffer: FIFO reuse at page size 1,
+    sorted pages to the front at page size > 1, exactly as a plain list gives them."""
+    a, model = TokenToKVPoolAllocator(5 * ps, ps), list(range(1, 6))
+    for n in (2, 3, 1, 4, 2, 5, 3, 1) * 3:
+        pages = (a.alloc(n * ps)[::ps] // ps).tolist()
+        assert pages == model[:n]
+        model = model[n:]
+        for part in (pages[::2], pages[1::2]):   # two frees, the pages in a shuffled order
+            if part:
+                a.free(np.concatenate([np.arange(p * ps, (p + 1) * ps) for p in part]))
+                model = model + part if ps == 1 else sorted(part) + model
+                assert a.backup_state().free_pages.tolist() == model
+        a.check_integrity()
