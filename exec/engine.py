@@ -189,13 +189,17 @@ class Engine:
         with tqdm(total=len(reqs), desc="generate", unit="req", delay=3.0) as bar:
             while pending:
                 step = self.step()
-                if step is None:
-                    raise RuntimeError(f"scheduler stopped with {len(pending)} request(s) unfinished")
-                finished = pending & {r.rid for r in step[1]}
+                # NOTE: overlap: the last result is processed by the poll that found no batch
+                done = step[1] if step is not None else self.scheduler.take_finished()
+                finished = pending & {r.rid for r in done}
                 if finished:
                     pending -= finished
                     bar.update(len(finished))
-                yield step[0]
+                if step is not None:
+                    yield step[0]
+                elif pending:
+                    raise RuntimeError(f"scheduler stopped with {len(pending)} request(s) unfinished")
+        self.drain()
         if self.scheduler.is_idle():
             # NOTE: poll once when idle, as a serving loop does: the scheduler then runs
             # its idle leak check and resets new_token_ratio before the next call.
@@ -204,14 +208,25 @@ class Engine:
     def _stream(self, reqs: list[Req]) -> Iterator[StreamOutput]:
         index = {r.rid: i for i, r in enumerate(reqs)}
         for fb in self._events(reqs):
-            for rid in fb.rids:
-                if rid in index:
-                    req = reqs[index[rid]]
-                    chunk = self.trackers[rid].increment(rid, index[rid], req.output_ids, req.finished_reason)
-                    if chunk is not None:
-                        yield chunk
+            yield from self._increments(reqs, index, fb.rids)
+        # NOTE: overlap: the last tokens were processed after the last step ran
+        yield from self._increments(reqs, index, [r.rid for r in reqs])
         for r in reqs:
             self.forget(r)
+
+    def _increments(self, reqs: list[Req], index: dict[str, int], rids) -> Iterator[StreamOutput]:
+        for rid in rids:
+            if rid in index:
+                req = reqs[index[rid]]
+                chunk = self.trackers[rid].increment(rid, index[rid], req.output_ids, req.finished_reason)
+                if chunk is not None:
+                    yield chunk
+
+    def drain(self) -> None:
+        """Under overlap the last step that ran has its result still to process: step until
+        a poll finds nothing to run (that poll processes it)."""
+        while self.scheduler.pending is not None and self.step() is not None:
+            pass
 
     def step(self, now: float | None = None) -> tuple[ForwardBatch, list[Req]] | None:
         """One scheduler step: schedule (at `now`, default the clock), forward, sample,
@@ -230,7 +245,7 @@ class Engine:
         hits = {}
         for req, tok in zip(batch.reqs, ids.tolist(), strict=True):
             tracker = self.trackers.get(req.rid)
-            if tracker is not None and tracker.stops and req.is_chunked == 0:
+            if tracker is not None and tracker.stops and req.is_chunked == 0 and not req.finished():
                 reason = tracker.check_stop(req.output_ids, tok)
                 if reason is not None:
                     hits[req.rid] = reason

@@ -37,8 +37,12 @@ class LogprobCollector:
             self._collect_input(batch, fb, out)
         values = sample.next_token_logprobs.tolist()
         for req, value in zip(batch.reqs, values, strict=True):
-            if req.return_logprob and req.is_chunked == 0:
-                self._output.setdefault(req.rid, []).append(value)
+            if req.return_logprob and req.is_chunked == 0 and not req.finished():
+                kept = self._output.setdefault(req.rid, [])
+                # NOTE: one value per output token: under overlap a retraction discards the
+                # token of a step not processed yet, and its value with it
+                del kept[len(req.output_ids):]
+                kept.append(value)
 
     def _collect_input(self, batch: ScheduleBatch, fb: ForwardBatch, out: RunnerOutput) -> None:
         counts = (fb.extend_seq_lens - fb.extend_logprob_start_lens).tolist()

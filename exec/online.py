@@ -43,11 +43,14 @@ def _serve(engine: Engine, reqs: list) -> None:
             engine.scheduler.add_request(pending[i])
             i += 1
         step = engine.step(now)  # the admission time is the step's start time
-        if step is not None:
-            open_rids -= {r.rid for r in step[1]}
-        elif i < len(pending):
+        # NOTE: overlap: a poll that found no batch processed the last step's result
+        open_rids -= {r.rid for r in (step[1] if step is not None else engine.scheduler.take_finished())}
+        if step is not None or not open_rids:
+            continue
+        if i < len(pending):
             time.sleep(min(max(pending[i].arrival_time - engine.now(), 0.0), MAX_IDLE_SLEEP_S))
         else:
             raise RuntimeError(f"scheduler stopped with {len(open_rids)} request(s) unfinished")
+    engine.drain()
     if engine.scheduler.is_idle():
         engine.step()  # idle poll: leak check and new_token_ratio reset, as after generate()

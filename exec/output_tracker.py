@@ -32,6 +32,7 @@ class OutputTracker:
     stops: tuple[str, ...] = ()
     emitted_text: int = 0
     emitted_tokens: int = 0
+    closed: bool = False  # the finished chunk went out: nothing follows it
     _tail: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
@@ -56,7 +57,11 @@ class OutputTracker:
 
     def increment(self, rid: str, index: int, output_ids: list[int],
                   reason: FinishReason | None) -> StreamOutput | None:
-        """The next stream chunk (None when there is nothing new and the request runs on)."""
+        """The next stream chunk (None when there is nothing new and the request runs on,
+        or when its finished chunk was emitted already)."""
+        if self.closed:
+            return None
+        self.closed = reason is not None
         new_ids = output_ids[self.emitted_tokens :]
         self.emitted_tokens = len(output_ids)
         text = None

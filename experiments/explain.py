@@ -40,7 +40,8 @@ TINY_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vo
                "num_attention_heads": 4, "num_key_value_heads": 2,
                "max_position_embeddings": 64, "eos_token_id": 0, "torch_dtype": "float32"}
 # DESIGN §4's configuration: page_size 1, fcfs, no chunking, no mixed chunk.
-ENGINE = EngineConfig(max_total_tokens=256, chunked_prefill_size=None, disable_cuda_graph=True)
+ENGINE = EngineConfig(max_total_tokens=256, chunked_prefill_size=None, disable_cuda_graph=True,
+                      disable_overlap_schedule=True)  # DESIGN §4's schedule
 GREEDY = {"temperature": 0.0, "ignore_eos": True}
 REQUESTS = (("warm", 0.0, (21, 22, 23), 1),
             ("a", 1.0, (11, 12, 13, 14, 15, 16), 2),

@@ -4,11 +4,16 @@ Prefill: an intermediate chunk's token is discarded (recorded as -1); otherwise 
 is appended, the request is checked for a finish, and an unfinished request's KV goes into
 the prefix cache. Decode: append, check, and release finished requests' KV. Then the step
 is recorded into the trace.
+
+Under the overlap schedule a step's result is processed after the next step was scheduled
+(`LaunchedStep` keeps what processing needs): rows of requests that finished or were
+retracted in between are discarded (SGLang's `req.finished() or req.is_retracted` skip),
+and a request finishing here also frees the slots the next step allocated for it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -20,6 +25,21 @@ from shared.schedule_batch import ScheduleBatch
 
 if TYPE_CHECKING:
     from shared.scheduler import Scheduler
+
+
+class LaunchedStep(NamedTuple):
+    """A forward whose sampled ids are known and whose result is not processed yet."""
+
+    batch: ScheduleBatch         # as launched (ScheduleBatch.copy_for_result under overlap)
+    output: RunnerOutput
+    ids: np.ndarray              # [B] int64 sampled ids, a private copy
+    start: float                 # the step's start and end times
+    end: float
+    finished: dict               # rid -> FinishReason the caller ends after this token
+    observed: tuple[int, int] | None  # (queue_len, kv_used_tokens) at launch; None: at processing
+    quiet: bool = False          # a decode the caller knows finishes and discards nothing
+    mark: int = -1               # the scheduler's finish count when the step was scheduled
+
 
 def check_finished(req: Req, token: int, eos_ids: frozenset[int], vocab_size: int) -> FinishReason | None:
     """SGLang's order: a pending abort, the length limit, stop tokens and EOS (unless
@@ -45,22 +65,26 @@ class BatchResultProcessor:
         self.eos = frozenset(scheduler.model_info.eos_token_ids)
         self.eos_array = np.array(sorted(self.eos), dtype=np.int64)
 
-    def process(self, batch: ScheduleBatch, output: RunnerOutput, next_token_ids, now: float,
-                finished: dict[str, FinishReason]) -> list[Req]:
-        ids = np.array(next_token_ids, dtype=np.int64).reshape(-1)  # [B], a private copy
-        if len(ids) != len(batch):
-            raise ValueError(f"next_token_ids has {len(ids)} entries for a batch of {len(batch)}")
+    def process(self, step: LaunchedStep, inflight: ScheduleBatch | None = None) -> list[Req]:
+        """Apply `step`'s result. `inflight`: the batch scheduled since (overlap), whose
+        slots for a request that finishes now are freed with it."""
+        batch, ids = step.batch, step.ids
+        # NOTE: rows are discarded only if a request finished or was retracted since the
+        # step was scheduled (overlap), which moves the scheduler's finish count
+        gone = self._discarded(batch) if self.s.finish_count != step.mark else None
+        if step.quiet and gone is None:  # a decode run's last step, no finish possible
+            list(map(list.append, batch.per_request_info().output_ids, ids.tolist()))
+            self._record_step(batch, step.output.logit_rows, step.output.graph,
+                              step.output.padded_batch_size, ids, step, None)
+            return []
         if batch.forward_mode.is_extend():
-            done, recorded = self._process_prefill(batch, ids, now)
+            done, recorded = self._process_prefill(batch, ids, step.end, gone, inflight)
         else:
-            for req, tok in zip(batch.reqs, ids.tolist(), strict=True):
-                req.output_ids.append(tok)
-            batch.output_lens = batch.output_lens + 1
-            done, recorded = self._finish_decoded(batch, ids, now), ids
-        done += self._apply_external_finishes(batch, finished, now)
-        batch.output_ids = ids
-        self._record_step(batch, output.logit_rows, output.graph, output.padded_batch_size,
-                          recorded, now)
+            done, recorded = self._process_decode(batch, ids, step.end, gone, inflight)
+        done += self._apply_external_finishes(batch, step.finished, step.end, inflight)
+        rows = step.output.logit_rows
+        self._record_step(batch, rows, step.output.graph, step.output.padded_batch_size,
+                          recorded, step, gone)
         return done
 
     def process_decoded(self, batch: ScheduleBatch, ids: np.ndarray, now: float, graph: bool,
@@ -69,59 +93,89 @@ class BatchResultProcessor:
         with (the last step of a decode run, shared.decode_run), with no caller finishes."""
         done = self._finish_decoded(batch, ids, now)
         batch.output_ids = ids
-        self._record_step(batch, recorded_decode_rows(len(batch)), graph, padded_batch_size, ids, now)
+        output = RunnerOutput(recorded_decode_rows(len(batch)), (len(batch), 0), graph=graph,
+                              padded_batch_size=padded_batch_size)
+        self._record_step(batch, output.logit_rows, graph, padded_batch_size, ids,
+                          LaunchedStep(batch, output, ids, self.s.step_start, now, {}, None), None)
         return done
 
-    def _process_prefill(self, batch: ScheduleBatch, ids: np.ndarray, now: float):
+    def _discarded(self, batch: ScheduleBatch) -> np.ndarray | None:
+        """[B] bool: rows of requests that finished or were retracted after this step was
+        scheduled (overlap only), or None when there are none."""
+        gone = np.fromiter((r.finished_reason is not None or r.is_retracted for r in batch.reqs),
+                           bool, len(batch))
+        return gone if gone.any() else None
+
+    def _process_decode(self, batch: ScheduleBatch, ids: np.ndarray, now: float,
+                        gone: np.ndarray | None, inflight: ScheduleBatch | None):
+        outputs = batch.per_request_info().output_ids
+        if gone is None:
+            list(map(list.append, outputs, ids.tolist()))
+            return self._finish_decoded(batch, ids, now, inflight=inflight), ids
+        recorded = np.where(gone, -1, ids)
+        for out, tok, g in zip(outputs, ids.tolist(), gone.tolist(), strict=True):
+            if not g:
+                out.append(tok)
+        return self._finish_decoded(batch, ids, now, gone=gone, inflight=inflight), recorded
+
+    def _process_prefill(self, batch: ScheduleBatch, ids: np.ndarray, now: float,
+                         gone: np.ndarray | None, inflight: ScheduleBatch | None):
         """An EXTEND or MIXED step: the prefill rows one by one, then (MIXED) the decode
         rows mixed in after them as a decode step's are processed."""
         recorded = ids.copy()
         n = len(batch) - len(batch.decoding_reqs)                    # prefill rows come first
+        skip = np.zeros(len(batch), bool) if gone is None else gone.copy()  # [B] no token kept
         done = []
-        kept = np.ones(len(batch), np.int64)                         # [B] 1: the sample is kept
         for i, (req, tok) in enumerate(zip(batch.reqs[:n], ids[:n].tolist(), strict=True)):
+            if skip[i]:
+                continue
             if req.is_chunked > 0:
                 req.is_chunked -= 1
-                recorded[i] = kept[i] = 0
+                skip[i] = True
                 if req.to_finish is not None:
                     self.s.chunked_req = None
-                    self._finish(batch, i, req.to_finish, now)
+                    self._finish(batch, i, req.to_finish, now, inflight)
                     done.append(req)
                 continue
             # NOTE: a kept sample follows the whole prompt and every earlier output.
             assert batch.seq_lens[i] == req.seqlen, \
                 f"{req.rid}: a token sampled with {batch.seq_lens[i]} of {req.seqlen} tokens in the KV cache"
-            if self._append_and_check(batch, i, tok, now):
+            if self._append_and_check(batch, i, tok, now, inflight):
                 done.append(req)
             else:
                 self.s.mem.tree_cache.cache_unfinished_req(req)
-        recorded[kept == 0] = -1
-        batch.output_lens = batch.output_lens + kept
         if n < len(batch):
-            list(map(list.append, batch.per_request_info().output_ids[n:], ids[n:].tolist()))
-            done += self._finish_decoded(batch, ids, now, start=n)
+            for out, tok, g in zip(batch.per_request_info().output_ids[n:], ids[n:].tolist(),
+                                   skip[n:].tolist(), strict=True):
+                if not g:
+                    out.append(tok)
+            done += self._finish_decoded(batch, ids, now, start=n, gone=gone, inflight=inflight)
+        recorded[skip] = -1
         return done, recorded
 
     def _finish_decoded(self, batch: ScheduleBatch, ids: np.ndarray, now: float,
-                        start: int = 0) -> list[Req]:
-        """Finish the requests of a decode step (rows `start` on) whose tokens `ids` were
-        appended."""
+                        start: int = 0, gone: np.ndarray | None = None,
+                        inflight: ScheduleBatch | None = None) -> list[Req]:
+        """Finish the requests of a decode step (rows `start` on, not `gone`) whose tokens
+        `ids` were appended."""
         maybe = self.may_finish(batch, ids)
         if self.s.pending_aborts:
             maybe |= np.array([r.to_finish is not None for r in batch.reqs], dtype=bool)
+        if gone is not None:
+            maybe &= ~gone
         done = []
         for i in (np.flatnonzero(maybe[start:]) + start).tolist():
             req = batch.reqs[i]
             reason = check_finished(req, int(ids[i]), self.eos, batch.vocab_size)
             if reason is not None:
-                self._finish(batch, i, reason, now)
+                self._finish(batch, i, reason, now, inflight)
                 done.append(req)
         return done
 
     def may_finish(self, batch: ScheduleBatch, ids: np.ndarray) -> np.ndarray:
         """Which rows of a decode step whose tokens `ids` ([B]) were appended may have
         finished (a superset; check_finished decides). Pending aborts are not included."""
-        maybe = batch.output_lens >= batch.max_new_tokens
+        maybe = batch.output_lens() >= batch.max_new_tokens
         maybe |= self.may_finish_by_token(batch, ids)
         return maybe
 
@@ -137,7 +191,8 @@ class BatchResultProcessor:
         maybe |= ~batch.ignore_eos & (eos_hit | batch.per_request_info().has_stop_ids)
         return maybe
 
-    def _append_and_check(self, batch: ScheduleBatch, i: int, tok: int, now: float) -> bool:
+    def _append_and_check(self, batch: ScheduleBatch, i: int, tok: int, now: float,
+                          inflight: ScheduleBatch | None) -> bool:
         req = batch.reqs[i]
         req.output_ids.append(tok)
         record = self.s.trace.requests[req.rid]
@@ -145,27 +200,28 @@ class BatchResultProcessor:
             record.first_token_time = now
         reason = check_finished(req, tok, self.eos, self.s.model_info.vocab_size)
         if reason is not None:
-            self._finish(batch, i, reason, now)
+            self._finish(batch, i, reason, now, inflight)
         return reason is not None
 
     def _apply_external_finishes(self, batch: ScheduleBatch, finished: dict[str, FinishReason],
-                                 now: float) -> list[Req]:
+                                 now: float, inflight: ScheduleBatch | None) -> list[Req]:
         if not finished:
             return []
         done = []
         for i, req in enumerate(batch.reqs):
             reason = finished.get(req.rid)
             if reason is not None and not req.finished() and req.is_chunked == 0 \
-                    and req is not self.s.chunked_req:
-                self._finish(batch, i, reason, now)
+                    and req is not self.s.chunked_req and not req.is_retracted:
+                self._finish(batch, i, reason, now, inflight)
                 done.append(req)
         return done
 
-    def _finish(self, batch: ScheduleBatch, i: int, reason: FinishReason, now: float) -> None:
+    def _finish(self, batch: ScheduleBatch, i: int, reason: FinishReason, now: float,
+                inflight: ScheduleBatch | None = None) -> None:
         req = batch.reqs[i]
         req.finished_reason = reason
         batch.commit_kv_lens(i)
-        self.s.mem.release_kv_cache(req)
+        self.s.mem.release_kv_cache(req, allocated_len=_allocated_len(req, inflight))
         self.record_finished(req, now)
 
     def record_finished(self, req: Req, now: float) -> None:
@@ -186,7 +242,8 @@ class BatchResultProcessor:
         self.record_finished(req, self.s.step_start)
 
     def _record_step(self, batch: ScheduleBatch, rows: LogitRows, graph: bool | None,
-                     padded_batch_size: int | None, recorded: np.ndarray, now: float) -> None:
+                     padded_batch_size: int | None, recorded: np.ndarray, step: LaunchedStep,
+                     gone: np.ndarray | None) -> None:
         s, pos = self.s, batch.positions()
         if batch.forward_mode.is_extend():
             extend = (batch.prefix_lens, batch.extend_lens, pos.extend_start_loc,
@@ -194,11 +251,24 @@ class BatchResultProcessor:
         else:
             empty = np.zeros(0, np.int64)
             extend = (empty, empty, empty, empty)
+        observed = step.observed or (len(s.waiting_queue),
+                                     s.mem.allocator.size - s.mem.allocator.available_size())
+        overlap_rows = () if gone is None else tuple(np.flatnonzero(gone).tolist())
         # NOTE: StepRecord's field order (shared.trace.STEP_FIELDS)
         s.trace.append_step_values((
             s.step, batch.forward_mode.name, batch.rids, batch.input_ids, pos.positions,
             batch.out_cache_loc, batch.req_pool_indices, batch.seq_lens, *extend,
             rows.pruned_rows, rows.sample_indices, recorded, bool(graph),
-            padded_batch_size or len(batch), s.step_start, now - s.step_start,
-            len(s.waiting_queue), s.mem.allocator.size - s.mem.allocator.available_size()))
+            padded_batch_size or len(batch), step.start, step.end - step.start, *observed,
+            overlap_rows))
         s.step += 1
+
+
+def _allocated_len(req: Req, inflight: ScheduleBatch | None) -> int:
+    """The KV length the in-flight batch allocated for `req` (0 when it holds no row of it)."""
+    if inflight is None:
+        return 0
+    for i, r in enumerate(inflight.reqs):
+        if r is req:
+            return int(inflight.seq_lens[i])
+    return 0

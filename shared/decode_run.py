@@ -67,7 +67,7 @@ def steps_to_length_limit(batch: ScheduleBatch) -> int:
     was due earlier."""
     # NOTE: after step j a request has output_lens + j + 1 outputs; _finish_decoded checks it
     # for a finish once that reaches max_new_tokens.
-    return int(np.minimum.reduce(batch.max_new_tokens - 1 - batch.output_lens))
+    return int(np.minimum.reduce(batch.max_new_tokens - 1 - batch.output_lens()))
 
 
 def _steps_with_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) -> int:
@@ -100,11 +100,14 @@ def steps_before_finish(s: Scheduler, tokens: np.ndarray, length_limit_step: int
 
 
 def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], graph: bool,
-                     padded_batch_size: int, finish_last: bool = False) -> list[Req]:
+                     padded_batch_size: int, finish_last: bool = False,
+                     pend_last: bool = False) -> list[Req]:
     """Apply k = len(tokens) >= 1 decode steps, the first the scheduled one; step j starts at
     starts[j] and ends at starts[j + 1]. With `finish_last`, step k - 1's result is processed
     as process_batch_result would (finishing requests at starts[k]); returns the requests
-    that finished. The caller checked the steps against decode_run_limit and
+    that finished. With `pend_last` (the overlap schedule), step k - 1 is scheduled (the
+    batch holds its state and tokens[k - 1] as output_ids) but its result is left for the
+    caller to keep as launched. The caller checked the steps against decode_run_limit and
     steps_before_finish."""
     batch = s.running_batch
     k, seq0 = len(tokens), batch.seq_lens                            # seq0: step 0's lengths
@@ -116,20 +119,21 @@ def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], grap
         slots, positions, inputs, used = batch.out_cache_loc[None], None, batch.input_ids[None], []
     # NOTE: list.extend / list.append mapped over the requests (C speed; the Nones are dropped)
     outputs = batch.per_request_info().output_ids
-    if n:
-        list(map(list.extend, outputs, tokens.T.tolist()))
-    else:
+    kept = n if pend_last else k                                     # steps whose tokens go in now
+    if kept > 1:
+        list(map(list.extend, outputs, tokens[:kept].T.tolist()))
+    elif kept:
         list(map(list.append, outputs, tokens[0].tolist()))
-    recorded = n if finish_last else k                               # the last is recorded below
+    recorded = n if finish_last or pend_last else k                  # the last is recorded below
     if recorded:
         positions = seq0 - 1 + np.arange(k)[:, None] if positions is None else positions
         _record(s, batch, inputs[:recorded], positions, slots, tokens[:recorded], [used0, *used],
                 starts, graph, padded_batch_size)
     for _ in range(n):
         s.new_token_ratio.on_decode()
-    batch.set_decode_state(seq0 + n, inputs[n], slots[n], tokens[n], batch.output_lens + k)
+    batch.set_decode_state(seq0 + n, inputs[n], slots[n], tokens[n])
     s.step_start = starts[n]
-    if not finish_last:
+    if not finish_last or pend_last:
         return []
     return s.results.process_decoded(batch, tokens[n], starts[k], graph, padded_batch_size)
 
@@ -193,6 +197,6 @@ def _record(s: Scheduler, batch: ScheduleBatch, inputs: np.ndarray, positions: n
     s.trace.append_steps_values([
         (first + j, "DECODE", rids, inputs[j], positions[j], slots[j], pool_rows, seq_lens[j],
          empty, empty, empty, empty, rows, rows, tokens[j], graph, padded, starts[j],
-         starts[j + 1] - starts[j], queue, used[j])
+         starts[j + 1] - starts[j], queue, used[j], ())
         for j in range(len(tokens))])
     s.step += len(tokens)

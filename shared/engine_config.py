@@ -52,6 +52,12 @@ class EngineConfig:
     cuda_graph_max_bs: int | None = None
     disable_cuda_graph: bool = False
     context_length: int | None = None
+    disable_overlap_schedule: bool = False  # SGLang's default: the overlap scheduler
+
+    @property
+    def overlap(self) -> bool:
+        """SGLang's overlap schedule: batch N+1 is scheduled before N's result is processed."""
+        return not self.disable_overlap_schedule
 
     def __post_init__(self) -> None:
         _positive("page_size", self.page_size)

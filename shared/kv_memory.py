@@ -94,9 +94,18 @@ class KVMemory:
         table[rows, seq] = out
         return out
 
-    def release_kv_cache(self, req: Req, is_insert: bool = True) -> None:
-        """A finished (or retracted, `is_insert=False`) request gives back its KV and row."""
+    def release_kv_cache(self, req: Req, is_insert: bool = True, allocated_len: int = 0) -> None:
+        """A finished (or retracted, `is_insert=False`) request gives back its KV and row.
+
+        `allocated_len` > kv_committed_len: slots up to it were allocated for a forward
+        scheduled after the one that finished the request (the overlap schedule); they
+        are freed too (SGLang's pop_overallocated_kv_cache), the pages past the committed
+        tail page (that page goes back with the committed KV)."""
+        committed, ps = req.kv_committed_len, self.page_size
         self.tree_cache.cache_finished_req(req, is_insert)
+        start = -(-committed // ps) * ps
+        if allocated_len > start:
+            self.allocator.free(self.req_to_token_pool.req_to_token[req.req_pool_idx, start:allocated_len])
         self.req_to_token_pool.free(req.req_pool_idx)
         req.req_pool_idx = None
 

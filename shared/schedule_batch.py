@@ -1,11 +1,11 @@
 """`ScheduleBatch`: the requests of one forward and the arrays built for it (semantics §6).
 
-Per-request arrays (`req_pool_indices`, `seq_lens`, `output_ids`, `output_lens`,
-`max_new_tokens`, `ignore_eos`) follow `reqs` through filter and merge. `seq_lens` counts
-every token whose KV is in the cache after this forward, this forward's tokens included.
-`output_lens` is len(output_ids) of each request as of the last processed result (the
-result processor keeps it current); output counts come from it, never from seq_lens minus
-the prompt, which a prompt still being chunked makes wrong.
+Per-request arrays (`req_pool_indices`, `seq_lens`, `output_ids`, `max_new_tokens`,
+`ignore_eos`) follow `reqs` through filter and merge. `seq_lens` counts every token whose
+KV is in the cache after this forward, this forward's tokens included. `output_ids` is the
+last sampled token of each request (the next decode's input). Output counts come from the
+requests' output lists (`output_lens`), never from seq_lens minus the prompt, which a
+prompt still being chunked (or an overlap step not yet processed) makes wrong.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from shared.new_token_ratio import RETRACT_DECODE_STEPS
 from shared.positions import Positions, compute_positions
 from shared.req import Req
 
-PER_REQ_ARRAYS = ("req_pool_indices", "seq_lens", "output_ids", "output_lens",
-                  "max_new_tokens", "ignore_eos")
+PER_REQ_ARRAYS = ("req_pool_indices", "seq_lens", "output_ids", "max_new_tokens", "ignore_eos")
 DEFAULT_SAMPLING_SEED = 42
 RETRACT_OOM_MESSAGE = ("Out of memory even after retracting all other requests in the decode "
                        "batch. Aborting the last request.")
@@ -65,12 +64,11 @@ class ScheduleBatch:
         self.chunked_req = chunked_req
         self.forward_mode = ForwardMode.IDLE
         self.decoding_reqs: list[Req] = []
-        # NOTE: one conversion for the five int columns (a prefill batch is often one request)
-        (self.req_pool_indices, self.seq_lens, self.output_ids, self.output_lens,
-         self.max_new_tokens) = _columns(
+        # NOTE: one conversion for the four int columns (a prefill batch is often one request)
+        self.req_pool_indices, self.seq_lens, self.output_ids, self.max_new_tokens = _columns(
             [(r.req_pool_idx if r.req_pool_idx is not None else -1, r.kv_committed_len,
-              r.output_ids[-1] if r.output_ids else 0, len(r.output_ids),
-              r.sampling_params.max_new_tokens) for r in reqs], 5)
+              r.output_ids[-1] if r.output_ids else 0, r.sampling_params.max_new_tokens)
+             for r in reqs], 4)
         self.ignore_eos = np.array([r.sampling_params.ignore_eos for r in reqs], dtype=bool)
         self._clear_forward()
 
@@ -103,6 +101,20 @@ class ScheduleBatch:
     @property
     def rids(self) -> tuple[str, ...]:
         return self.per_request_info().rids
+
+    def output_lens(self) -> np.ndarray:
+        """[B] int64 len(output_ids) of each request now."""
+        return np.fromiter(map(len, self.per_request_info().output_ids), np.int64, len(self.reqs))
+
+    def copy_for_result(self) -> ScheduleBatch:
+        """What the result processing of this forward reads, kept while the live batch is
+        filtered, merged and prepared for the next one (SGLang's ScheduleBatch.copy under
+        the overlap schedule). NOTE: batch arrays are replaced, never written in place, so a
+        shallow copy with its own request lists suffices."""
+        snap = ScheduleBatch.__new__(ScheduleBatch)
+        snap.__dict__.update(self.__dict__)  # NOTE: copy.copy costs ~5x more here
+        snap.reqs, snap.decoding_reqs = list(self.reqs), list(self.decoding_reqs)
+        return snap
 
     def per_request_info(self) -> PerRequestInfo:
         if self._info is None:
@@ -160,13 +172,11 @@ class ScheduleBatch:
         self._positions = None
 
     def set_decode_state(self, seq_lens: np.ndarray, input_ids: np.ndarray,
-                         out_cache_loc: np.ndarray, output_ids: np.ndarray,
-                         output_lens: np.ndarray) -> None:
+                         out_cache_loc: np.ndarray, output_ids: np.ndarray) -> None:
         """The state after decode steps applied in bulk (shared.decode_run): [B] arrays of
-        the last scheduled step (seq_lens, input_ids, out_cache_loc), the last sampled ids
-        and the output counts with them appended."""
+        the last scheduled step (seq_lens, input_ids, out_cache_loc) and the last sampled ids."""
         self.seq_lens, self.input_ids, self.out_cache_loc = seq_lens, input_ids, out_cache_loc
-        self.output_ids, self.output_lens = output_ids, output_lens
+        self.output_ids = output_ids
         self._positions = None
 
     def mix_with_running(self, running: ScheduleBatch) -> None:
@@ -233,7 +243,7 @@ class ScheduleBatch:
         """[B] int64 max_new_tokens - len(output_ids) per request, between steps (after a
         result was processed), read from the batch's arrays (tests/test_scheduler_properties.py
         checks it against the requests at every admission)."""
-        return self.max_new_tokens - self.output_lens
+        return self.max_new_tokens - self.output_lens()
 
     def new_tokens_required_next_decode(self, selected: list[int] | None = None) -> int:
         seq = self.seq_lens if selected is None else self.seq_lens[_i64(selected)]

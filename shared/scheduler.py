@@ -11,18 +11,29 @@ Prefill has priority; the chunked request is stashed into the prefix cache betwe
 chunks; with `enable_mixed_chunk` a prefill chunk carries the running decodes (MIXED);
 otherwise the running batch decodes, retracting requests when the KV pool is short.
 `now` is recorded into the trace and never changes a decision.
+
+The overlap schedule (SGLang's default; `disable_overlap_schedule=True` turns it off):
+`process_batch_result` keeps the step's result as launched, and the next
+`get_next_batch_to_run` schedules the next batch first and processes that result after,
+as SGLang's overlap loop processes batch N while N+1 runs. So a request finishing in step
+N still holds a (discarded) row in step N+1, and the KV it frees is admitted one step later.
+The driver loop is the same for both schedules; requests finish in whichever call processed
+their last result (`take_finished`).
 """
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
+
 from shared import decode_run
-from shared.batch_result import BatchResultProcessor
+from shared.batch_result import BatchResultProcessor, LaunchedStep
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.finish_reason import FinishReason
 from shared.invalid_request import InvalidRequestError
 from shared.kv_memory import KVMemory
+from shared.logit_rows import recorded_decode_rows
 from shared.model_runner import RunnerOutput
 from shared.new_token_ratio import NewTokenRatio
 from shared.prefill_adder import AddReqResult, PrefillAdder
@@ -55,6 +66,10 @@ class Scheduler:
         self.reqs: dict[str, Req] = {}
         self.pending_aborts: set[str] = set()
         self._finished_since_filter = False
+        self.pending: LaunchedStep | None = None  # overlap: the launched step not yet processed
+        self._finished: list[Req] = []             # finished since the last take_finished
+        self.finish_count = 0   # requests finished or retracted so far (LaunchedStep.mark)
+        self._mark = 0          # finish_count when the last batch was scheduled
         self.step = 0
         self.step_start = 0.0
 
@@ -83,6 +98,7 @@ class Scheduler:
         if req in self.waiting_queue and req is not self.chunked_req:
             self.waiting_queue.remove(req)
             self.results.finish_unscheduled(req, message)
+            self._finished.append(req)
         else:
             req.to_finish = FinishReason.by_abort(message)
             self.pending_aborts.add(rid)
@@ -92,41 +108,81 @@ class Scheduler:
         """Nothing waiting, chunked or running (finished requests not yet filtered out do
         not count): the next `get_next_batch_to_run` returns None and runs the idle check."""
         running = self.running_batch.reqs if self.running_batch else []
-        return not self.waiting_queue and self.chunked_req is None and all(r.finished() for r in running)
+        return (not self.waiting_queue and self.chunked_req is None and self.pending is None
+                and all(r.finished() for r in running))
 
     def has_work(self) -> bool:
-        return bool(self.waiting_queue or self.chunked_req
+        return bool(self.waiting_queue or self.chunked_req or self.pending is not None
                     or (self.running_batch and not self.running_batch.is_empty()))
+
+    def take_finished(self) -> list[Req]:
+        """The requests that finished since the last call (results, aborts, retraction
+        aborts), in finishing order."""
+        done, self._finished = self._finished, []
+        return done
 
     # --- scheduling --------------------------------------------------------------------
 
     def get_next_batch_to_run(self, now: float) -> ScheduleBatch | None:
+        """The next batch to run (None: nothing can run now). Under overlap the last
+        step's result is processed here, after this batch was scheduled."""
         self.step_start = now
+        self._mark = self.finish_count
+        batch = self._schedule()
+        if self.pending is not None:
+            self._process_pending(batch)
+            if batch is None:  # NOTE: SGLang's next loop turn, with what that result freed
+                self.last_batch = None
+                batch = self._schedule()
+        self.last_batch = batch
+        if batch is None and not self.has_work():
+            self._on_idle()
+        return batch
+
+    def _schedule(self) -> ScheduleBatch | None:
         self._merge_last_batch()
         batch = self._get_new_batch_prefill()
         if batch is None and self.running_batch is not None:
             batch = self._update_running_batch(self.running_batch)
             if batch is None:  # NOTE: SGLang's next loop turn: nothing ran in between
                 batch = self._get_new_batch_prefill()
-        self.last_batch = batch
-        if batch is None and not self.has_work():
-            self._on_idle()
         return batch
 
     def process_batch_result(self, batch: ScheduleBatch, output: RunnerOutput, next_token_ids,
                              now: float, finished=None) -> list[Req]:
-        """Append the sampled tokens, finish requests, release their KV, record the step.
-        `finished` maps rid -> FinishReason for requests the caller ends after this token
-        (e.g. a stop string). Returns the requests that finished in this step."""
-        return self._after_result(self.results.process(batch, output, next_token_ids, now,
-                                                       finished or {}))
+        """The step `batch` ended at `now` with these sampled ids: append them, finish
+        requests, release their KV, record the step (under overlap: at the next
+        `get_next_batch_to_run`). `finished` maps rid -> FinishReason for requests the
+        caller ends after this token (e.g. a stop string). Returns take_finished()."""
+        ids = np.array(next_token_ids, dtype=np.int64).reshape(-1)  # [B], a private copy
+        if len(ids) != len(batch):
+            raise ValueError(f"next_token_ids has {len(ids)} entries for a batch of {len(batch)}")
+        batch.output_ids = ids  # the next decode's inputs (SGLang's future token ids)
+        step = LaunchedStep(batch, output, ids, self.step_start, now, finished or {}, None,
+                            mark=self._mark if self.config.overlap else self.finish_count)
+        if self.config.overlap:
+            self._launch(step)
+        else:
+            self._after_result(self.results.process(step))
+        return self.take_finished()
 
-    def _after_result(self, done: list[Req]) -> list[Req]:
+    def _launch(self, step: LaunchedStep) -> None:
+        """Keep `step` (overlap) for processing after the next batch is scheduled."""
+        used = self.mem.allocator.size - self.mem.allocator.available_size()
+        self.pending = step._replace(batch=step.batch.copy_for_result(),
+                                     observed=(len(self.waiting_queue), used))
+
+    def _process_pending(self, inflight: ScheduleBatch | None) -> None:
+        step, self.pending = self.pending, None
+        self._after_result(self.results.process(step, inflight))
+
+    def _after_result(self, done: list[Req]) -> None:
         # NOTE: as in SGLang, a finish does not clear batch_is_full by itself: the filter
         # that drops the finished requests does (_merge_last_batch, _update_running_batch).
         if done:
             self._finished_since_filter = True
-        return done
+            self._finished += done
+            self.finish_count += len(done)
 
     # --- decode runs (shared.decode_run) -----------------------------------------------
 
@@ -146,9 +202,25 @@ class Scheduler:
     def apply_decode_run(self, tokens, starts: list[float], graph: bool, padded_batch_size: int,
                          finish_last: bool = False) -> list[Req]:
         """Apply len(tokens) decode steps at once, exactly as that many single steps (with
-        `finish_last`, the last one's result processed too: the requests that finished)."""
-        return self._after_result(decode_run.apply_decode_run(
-            self, tokens, starts, graph, padded_batch_size, finish_last))
+        `finish_last`, the last one's result processed too). Under overlap the last step
+        stays launched, its result processed by the next get_next_batch_to_run, as a
+        single step's would be. Returns take_finished()."""
+        overlap = self.config.overlap
+        # NOTE: no finish can come from the last step, and none came since it was scheduled
+        quiet = not finish_last and not self.pending_aborts and not self._finished_since_filter
+        self._after_result(decode_run.apply_decode_run(
+            self, tokens, starts, graph, padded_batch_size, finish_last and not overlap,
+            pend_last=overlap))
+        if overlap:
+            b = len(self.running_batch)
+            out = RunnerOutput(recorded_decode_rows(b), (b, 0), graph=graph,
+                               padded_batch_size=padded_batch_size)
+            # NOTE: a run's later steps are scheduled here; its first, by get_next_batch_to_run
+            mark = self._mark if len(tokens) == 1 else self.finish_count
+            self._launch(LaunchedStep(self.running_batch, out, self.running_batch.output_ids,
+                                      starts[len(tokens) - 1], starts[len(tokens)], {}, None,
+                                      quiet, mark))
+        return self.take_finished()
 
     def _merge_last_batch(self) -> None:
         """SGLang's get_next_batch_to_run head: stash the chunked request, then filter the
@@ -252,8 +324,10 @@ class Scheduler:
         if not batch.check_decode_mem():
             retract = batch.retract_decode()
             self.waiting_queue.extend(retract.retracted)
+            self.finish_count += len(retract.retracted) + len(retract.aborted)
             for req in retract.aborted:
                 self.results.record_finished(req, self.step_start)
+                self._finished.append(req)
             self.new_token_ratio.on_retract(sum(len(r.output_ids) for r in batch.reqs),
                                             sum(int(m) for m in batch.max_new_tokens), len(batch))
         else:

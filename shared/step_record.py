@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 INT_TUPLE_FIELDS = (
     "input_ids", "positions", "out_cache_loc", "req_pool_indices", "seq_lens",
     "extend_prefix_lens", "extend_seq_lens", "extend_start_loc", "extend_logprob_start_lens",
-    "pruned_rows", "sample_indices", "next_token_ids",
+    "pruned_rows", "sample_indices", "next_token_ids", "overlap_rows",
 )
 
 
@@ -22,9 +22,11 @@ class FieldDiff(NamedTuple):
 @dataclass(frozen=True)
 class StepRecord:
     """Fields are tuples of ints unless noted. The four extend fields are empty on DECODE
-    steps; `next_token_ids` holds -1 for a discarded row (an intermediate prefill chunk).
-    `queue_len` and `kv_used_tokens` observe the scheduler after the step was scheduled
-    (waiting requests, KV slots taken by requests or the cache)."""
+    steps; `next_token_ids` holds -1 for a discarded row: an intermediate prefill chunk, or
+    (under the overlap schedule) a request that finished or was retracted before this
+    step's result was processed, whose rows `overlap_rows` lists. `queue_len` and
+    `kv_used_tokens` observe the scheduler when the step's result was processed (waiting
+    requests, KV slots taken by requests or the cache); under overlap, when it launched."""
 
     step: int
     forward_mode: str
@@ -47,6 +49,7 @@ class StepRecord:
     duration: float
     queue_len: int = 0
     kv_used_tokens: int = 0
+    overlap_rows: tuple[int, ...] = ()
 
     @property
     def batch_size(self) -> int:
@@ -67,6 +70,7 @@ class StepRecord:
     def from_dict(cls, d: dict[str, Any]) -> StepRecord:
         d = dict(d)
         d["rids"] = tuple(d["rids"])
+        d.setdefault("overlap_rows", ())  # NOTE: absent from v1 traces
         for name in INT_TUPLE_FIELDS:
             d[name] = tuple(d[name])
         return cls(**d)

@@ -33,7 +33,7 @@ STEP_FIELDS = tuple(f.name for f in dataclasses.fields(StepRecord))
 _FIELD_INDEX = MappingProxyType({name: i for i, name in enumerate(STEP_FIELDS)})
 _FIELD_DEFAULTS = MappingProxyType({f.name: f.default for f in dataclasses.fields(StepRecord)})
 TRACE_FORMAT = "batchtwin-trace"
-TRACE_VERSION = 1
+TRACE_VERSION = 2  # 2: EngineConfig.disable_overlap_schedule, StepRecord.overlap_rows
 
 
 @dataclass
@@ -173,11 +173,14 @@ def _parse(path: str | Path, lineno: int, line: str, build):
 
 
 def _header(d: dict[str, Any]) -> tuple:
-    if d.get("format") != TRACE_FORMAT or d.get("version") != TRACE_VERSION:
-        raise ValueError(f"not a {TRACE_FORMAT} v{TRACE_VERSION} header "
+    if d.get("format") != TRACE_FORMAT or d.get("version") not in (1, TRACE_VERSION):
+        raise ValueError(f"not a {TRACE_FORMAT} v1 or v{TRACE_VERSION} header "
                          f"(format={d.get('format')!r}, version={d.get('version')!r})")
     reqs = [RequestRecord.from_dict(r) for r in d["requests"]]
-    return (EngineConfig.from_dict(d["engine_config"]), ModelInfo.from_dict(d["model_info"]),
+    config = dict(d["engine_config"])
+    if d["version"] == 1:  # NOTE: v1 traces predate the overlap schedule: they ran without it
+        config.setdefault("disable_overlap_schedule", True)
+    return (EngineConfig.from_dict(config), ModelInfo.from_dict(d["model_info"]),
             d["model_config"], d["executor"], {r.rid: r for r in reqs})
 
 

@@ -83,7 +83,8 @@ def engine_configs(draw, workload: Workload | None = None, *, page_sizes: Sequen
     """An engine config whose KV pool holds from just the largest request of `workload` (or
     `min_tokens`) alone up to all prompts, everything at once, or more, with eager admission
     (low `schedule_conservativeness`) sometimes, so that admission limits and retraction are
-    exercised. Chunk sizes below the page size are raised to it."""
+    exercised. Chunk sizes below the page size are raised to it. Both schedules (overlap
+    on and off) are drawn."""
     ps = draw(st.sampled_from(page_sizes))
     need = min_total_tokens(workload, ps) if workload is not None else min_tokens
     reqs = () if workload is None else workload.requests
@@ -100,7 +101,8 @@ def engine_configs(draw, workload: Workload | None = None, *, page_sizes: Sequen
         max_running_requests=draw(st.sampled_from((None, None, 2, 4))),
         max_prefill_tokens=draw(st.sampled_from((16384, 64, 24))),
         schedule_conservativeness=draw(st.sampled_from((1.0, 0.3, 0.05, 0.01))),
-        disable_radix_cache=draw(st.integers(0, 4)) == 0, disable_cuda_graph=not cuda_graph)
+        disable_radix_cache=draw(st.integers(0, 4)) == 0, disable_cuda_graph=not cuda_graph,
+        disable_overlap_schedule=draw(st.booleans()))
 
 
 @st.composite

@@ -35,26 +35,41 @@ class StepCost(NamedTuple):
     def total(self) -> float:
         return float(sum(self))
 
+    @property
+    def device(self) -> float:
+        """The accelerator's part: everything but the (CPU-side) overhead."""
+        return float(sum(self[:-1]))
+
+    def time(self, overlap: bool = False) -> float:
+        """The step's wall time: device + overhead, or under the overlap schedule (the CPU
+        prepares the next step while the device computes) max(device, overhead).
+
+        NOTE: the fixed per-step overhead stands in for the scheduler's CPU time until the
+        cost model prices the CPU on its own."""
+        return max(self.device, self.overhead) if overlap else self.total
+
     def parts(self) -> dict[str, float]:
         return dict(self._asdict())
 
 
 class CostModel(ABC):
     """Contract: `step_cost(shape)` is a pure function of the shape (same shape, same cost),
-    every part is finite and >= 0, and `step_time(shape) == step_cost(shape).total`."""
+    every part is finite and >= 0, and `step_time(shape, overlap) ==
+    step_cost(shape).time(overlap)`."""
 
     @abstractmethod
     def step_cost(self, shape: BatchShape) -> StepCost: ...
 
-    def step_time(self, shape: BatchShape) -> float:
-        return self.step_cost(shape).total
+    def step_time(self, shape: BatchShape, overlap: bool = False) -> float:
+        return self.step_cost(shape).time(overlap)
 
-    def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int) -> Iterator[float]:
+    def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int,
+                          overlap: bool = False) -> Iterator[float]:
         """step_time of the decode steps of a batch whose seq_lens ([B], the step's token
         included) start at `seq_lens` and grow by one per step, lazily and without end.
         Models may override it with arithmetic that gives the identical floats."""
         for j in itertools.count():
-            yield self.step_time(BatchShape.decode(seq_lens + j, padded_batch_size))
+            yield self.step_time(BatchShape.decode(seq_lens + j, padded_batch_size), overlap)
 
 
 class ZeroCostModel(CostModel):
@@ -64,7 +79,8 @@ class ZeroCostModel(CostModel):
         return StepCost()
 
 
-def reprice(model: CostModel, records: Iterable[StepRecord]) -> np.ndarray:
-    """[N] float64 seconds `model` gives each recorded step (its recorded batch re-priced)."""
-    return np.array([model.step_time(BatchShape.from_step_record(r)) for r in records],
+def reprice(model: CostModel, records: Iterable[StepRecord], overlap: bool = False) -> np.ndarray:
+    """[N] float64 seconds `model` gives each recorded step (its recorded batch re-priced,
+    under the overlap schedule when `overlap`)."""
+    return np.array([model.step_time(BatchShape.from_step_record(r), overlap) for r in records],
                     dtype=np.float64)

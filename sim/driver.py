@@ -131,6 +131,7 @@ class EngineLoop:
                 raise RuntimeError(f"the scheduler stalled at t={self.env.now:.6f} s with "
                                    f"{len(sched.waiting_queue)} request(s) waiting")
             else:
+                self.count_finished(sched.take_finished())
                 return
 
     def admit(self) -> None:
@@ -148,7 +149,9 @@ class EngineLoop:
 
     def process(self, batch: ScheduleBatch, out: RunnerOutput, ids: np.ndarray) -> None:
         finished = self.finished_hook(batch, ids) if self.finished_hook is not None else None
-        done = self.scheduler.process_batch_result(batch, out, ids, self.env.now, finished)
+        self.count_finished(self.scheduler.process_batch_result(batch, out, ids, self.env.now, finished))
+
+    def count_finished(self, done: list) -> None:
         if done and self.progress is not None:
             self.progress.update(len(done))
 
@@ -187,7 +190,7 @@ class EngineLoop:
         limit = sched.decode_run_limit(MAX_DECODE_RUN)
         times = runner.decode_run_times(batch.seq_lens, limit.steps)
         starts = self.run_starts(times.durations, t)            # cut at the next arrival
-        tokens = runner.decode_run_tokens(batch.rids, batch.output_lens,
+        tokens = runner.decode_run_tokens(batch.rids, batch.output_lens(),
                                           len(starts) - 1)      # [k, B]
         if len(tokens) == 0:
             return None
@@ -195,10 +198,8 @@ class EngineLoop:
         m = min(f + 1, len(tokens))  # step f, if in the run, may finish a request: applied last
         # NOTE: the run's results are in at its start; the hook is not asked, as the token
         # source's `finished` cannot end a request inside a run (steps_before_end cut it).
-        done = sched.apply_decode_run(tokens[:m], starts, times.graph, times.padded_batch_size,
-                                      finish_last=f < len(tokens))
-        if done and self.progress is not None:
-            self.progress.update(len(done))
+        self.count_finished(sched.apply_decode_run(tokens[:m], starts, times.graph,
+                                                   times.padded_batch_size, finish_last=f < len(tokens)))
         return starts[m]
 
     def sleep_until(self, t: float) -> Iterator[simpy.Event]:
@@ -220,7 +221,8 @@ class EngineLoop:
 
     def step_time(self, fb: ForwardBatch, out: RunnerOutput) -> float:
         if self.clock is not None:
-            t = self.clock.step_time(BatchShape.from_forward_batch(fb, out.padded_batch_size))
+            t = self.clock.step_time(BatchShape.from_forward_batch(fb, out.padded_batch_size),
+                                     self.scheduler.config.overlap)
         elif out.duration is None:
             raise ValueError("the runner reported no step duration (RunnerOutput.duration is "
                              "None); give the driver a cost model as its clock")

@@ -76,7 +76,7 @@ def replay(trace: Trace | str | os.PathLike[str], cost_model: CostModel | None =
     model = cost_model if cost_model is not None else default_cost_model(trace)
     diffs = replay_schedule(trace)
     measured = np.array([s.duration for s in recorded], dtype=np.float64)
-    predicted = reprice(model, recorded)
+    predicted = reprice(model, recorded, trace.engine_config.overlap)
     agree = np.array([d is None for d in diffs])
     steps = pd.DataFrame({"step": np.arange(len(recorded)), "measured": measured,
                           "predicted": predicted, "agree": agree,
@@ -114,23 +114,27 @@ def replay_schedule(trace: Trace) -> list[str | None]:
     source = ReplayTokenSource(trace)
     runner = SimModelRunner(ZeroCostModel(), source, scheduler.config, trace.model_info)
     arrivals = _Arrivals(scheduler, trace.requests.values())
-    out: list[str | None] = []
+    ran: list[bool] = []
+    end = 0.0
     for rec in trace.steps:
         arrivals.admit(rec.start_time)
         batch = scheduler.get_next_batch_to_run(rec.start_time)
+        ran.append(batch is not None)
         if batch is None:
-            out.append(MISSING_STEP)
             continue
         fb = ForwardBatch.init_new(batch)
         output = runner.forward(fb)
         ids = runner.sample(output, fb)
         end = rec.start_time + rec.duration
         scheduler.process_batch_result(batch, output, ids, end, source.finished(batch, ids))
-        out.append(_first_diff(rec, scheduler.trace.steps[-1]))
         arrivals.admit(end)
         if not scheduler.reqs:  # every request so far finished: the driver's idle poll
             scheduler.get_next_batch_to_run(end)
-    return out
+    if scheduler.pending is not None:  # NOTE: overlap: the last result is processed at the next poll
+        scheduler.get_next_batch_to_run(end)
+    replayed = iter(scheduler.trace.steps)
+    return [_first_diff(rec, next(replayed)) if r else MISSING_STEP
+            for rec, r in zip(trace.steps, ran, strict=True)]
 
 
 class _Arrivals:

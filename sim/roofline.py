@@ -142,16 +142,20 @@ class RooflineCostModel(CostModel):
             lm_head=self.lm_head_time(shape), allreduce=self.allreduce_time(shape),
             overhead=self._rates.overhead)
 
-    def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int) -> Iterator[float]:
-        """step_time(BatchShape.decode(seq_lens + j, padded)) for j = 0, 1, ..., as the same
-        float operations on the shape's totals (decode: attention pairs = KV tokens)."""
+    def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int,
+                          overlap: bool = False) -> Iterator[float]:
+        """step_time(BatchShape.decode(seq_lens + j, padded), overlap) for j = 0, 1, ..., as
+        the same float operations on the shape's totals (decode: attention pairs = KV tokens)."""
         r, rows, b = self._rates, padded_batch_size, len(seq_lens)
         linear, lm_head = max(rows * r.linear_per_row, r.linear_weights), self.lm_head_time_rows(rows)
         allreduce = 0.0 if self.tp == 1 else rows * r.allreduce_per_row
         kv = int(np.add.reduce(seq_lens)) + rows - b   # padding rows read one key each
         while True:
             attention = max(kv * r.attention_per_pair, kv * r.attention_per_kv_token)
-            yield float(sum((linear, attention, lm_head, allreduce, r.overhead)))
+            if overlap:
+                yield max(float(sum((linear, attention, lm_head, allreduce))), r.overhead)
+            else:
+                yield float(sum((linear, attention, lm_head, allreduce, r.overhead)))
             kv += b
 
     def _compute_rate(self, peak: float) -> float:

@@ -43,13 +43,14 @@ class SimModelRunner:
         self.token_source = token_source
         self.vocab_size = model_info.vocab_size
         self.graph_sizes = cuda_graph_batch_sizes(config)
+        self.overlap = config.overlap  # steps cost max(device, CPU) under the overlap schedule
         self._decode: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0, np.int64))
 
     def forward(self, forward_batch: ForwardBatch) -> RunnerOutput:
         fb = forward_batch
         graph = can_run_graph(fb, self.graph_sizes)
         padded = padded_batch_size(fb.batch_size, self.graph_sizes) if graph else fb.batch_size
-        duration = self.cost_model.step_time(BatchShape.from_forward_batch(fb, padded))
+        duration = self.cost_model.step_time(BatchShape.from_forward_batch(fb, padded), self.overlap)
         return RunnerOutput(fb.logit_rows, (fb.batch_size, self.vocab_size), graph=graph,
                             padded_batch_size=padded, duration=duration)
 
@@ -70,7 +71,7 @@ class SimModelRunner:
         b = len(seq_lens)
         graph = graph_fits(b, self.graph_sizes)
         padded = padded_batch_size(b, self.graph_sizes) if graph else b
-        times = self.cost_model.decode_step_times(seq_lens, padded)
+        times = self.cost_model.decode_step_times(seq_lens, padded, self.overlap)
         return DecodeRunTimes(itertools.islice(times, steps), graph, padded)
 
     def output_indices(self, fb: ForwardBatch) -> np.ndarray:

@@ -62,6 +62,7 @@ class LockstepMachine(RuleBasedStateMachine):
         self.tiny = tiny
         self.now = 0.0
         self.count = 0
+        self.compared = 0  # StepRecords of both traces compared so far
 
     @initialize(config=engine_configs(min_tokens=48))
     def build_both_executors(self, config: EngineConfig) -> None:
@@ -114,6 +115,8 @@ class LockstepMachine(RuleBasedStateMachine):
         batch_s = self.sim.get_next_batch_to_run(self.now)
         assert (batch_e is None) == (batch_s is None), (batch_e, batch_s)
         if batch_e is None:
+            self.compare_new_records()
+            assert [r.rid for r in self.exec.take_finished()] == [r.rid for r in self.sim.take_finished()]
             self.now += IDLE_TICK
             return
         fb_e, fb_s = ForwardBatch.init_new(batch_e), ForwardBatch.init_new(batch_s)
@@ -130,18 +133,26 @@ class LockstepMachine(RuleBasedStateMachine):
         done_e = self.exec.process_batch_result(batch_e, out_e, ids_e, end)
         done_s = self.sim.process_batch_result(batch_s, out_s, ids_s, end)
         self.now = end
-        rec_e, rec_s = self.exec.trace.steps[-1], self.sim.trace.steps[-1]
-        diff = rec_e.diff(rec_s)
-        if diff is not None:
-            raise AgreementError(f"step {rec_e.step} differs in {diff.field!r}: exec "
-                                 f"{diff.left!r} vs sim {diff.right!r}\n  exec: {rec_e!r}\n"
-                                 f"  sim:  {rec_s!r}")
+        self.compare_new_records()
         assert [r.rid for r in done_e] == [r.rid for r in done_s]
+
+    def compare_new_records(self) -> None:
+        """The StepRecords written since the last call (under overlap a step's record is
+        written when its result is processed, at the next poll) agree."""
+        new_e, new_s = self.exec.trace.steps[self.compared:], self.sim.trace.steps[self.compared:]
+        assert len(new_e) == len(new_s), "one executor recorded a step the other did not"
+        for rec_e, rec_s in zip(new_e, new_s, strict=True):
+            diff = rec_e.diff(rec_s)
+            if diff is not None:
+                raise AgreementError(f"step {rec_e.step} differs in {diff.field!r}: exec "
+                                     f"{diff.left!r} vs sim {diff.right!r}\n  exec: {rec_e!r}\n"
+                                     f"  sim:  {rec_s!r}")
+        self.compared += len(new_e)
 
     def teardown(self) -> None:
         """Drain: step both until every request finished, so every example ends idle."""
         for _ in range(MAX_DRAIN_STEPS):
-            if not hasattr(self, "exec") or not self.exec.reqs:
+            if not hasattr(self, "exec") or not (self.exec.reqs or self.exec.pending):
                 break
             self.run_one_step()
             self.pools_are_consistent_and_idle_pools_leak_nothing()

@@ -13,17 +13,20 @@ STEPS = 32
 
 
 class LogitRecorder:
-    """Wraps a runner's forward to keep each request's next-token logits, step by step."""
+    """Wraps a runner's forward to keep each request's next-token logits, step by step
+    (not the discarded rows of requests that finished before the step ran: overlap)."""
 
-    def __init__(self, runner):
+    def __init__(self, engine):
         self.by_rid: dict[str, list[torch.Tensor]] = {}
-        self._forward = runner.forward
-        runner.forward = self
+        self.records = engine.trace.requests
+        self._forward = engine.runner.forward
+        engine.runner.forward = self
 
     def __call__(self, fb):
         out = self._forward(fb)
         for i, rid in enumerate(fb.rids):
-            self.by_rid.setdefault(rid, []).append(out.logits[i].clone())
+            if self.records[rid].finish_reason is None:
+                self.by_rid.setdefault(rid, []).append(out.logits[i].clone())
         return out
 
 
@@ -35,7 +38,7 @@ def test_greedy_tokens_and_logits_match_transformers(tiny_checkpoint, arch):
     folder, hf = tiny_checkpoint(arch)
     hf = copy.deepcopy(hf).double()
     engine = Engine(folder, max_total_tokens=1024)
-    recorder = LogitRecorder(engine.runner)
+    recorder = LogitRecorder(engine)
     outs = engine.generate(PROMPTS, {"max_new_tokens": STEPS, "temperature": 0, "ignore_eos": True})
     for prompt, out in zip(PROMPTS, outs, strict=True):
         ref = hf_logits(hf, prompt + out.token_ids)[len(prompt) - 1 : -1]   # [STEPS, V]

@@ -76,9 +76,11 @@ def test_positions_slots_and_lm_head_rows_are_the_specs(tiny_checkpoint, case):
 
 
 def test_golden_example_through_engine_matches_the_design(tiny_checkpoint):
-    """Two generate calls reproduce DESIGN.md §4's EXTEND and DECODE steps field by field."""
+    """Two generate calls reproduce DESIGN.md §4's EXTEND and DECODE steps field by field
+    (the example's schedule: no overlap)."""
     folder, _ = tiny_checkpoint("llama")
-    engine = Engine(folder, max_total_tokens=256, chunked_prefill_size=None)
+    engine = Engine(folder, max_total_tokens=256, chunked_prefill_size=None,
+                    disable_overlap_schedule=True)
     engine.generate([21, 22, 23], {"max_new_tokens": 1})
     outs = engine.generate([[11, 12, 13, 14, 15, 16], [21, 22, 23, 24, 25, 26]],
                            {"max_new_tokens": 2, "ignore_eos": True})

@@ -16,7 +16,8 @@ from tests.scripted_runner import ScriptedRunner, drive
 from tests.strategies import scheduler_cases
 
 MODEL = ModelInfo(vocab_size=64, eos_token_ids=(0,), context_length=256)
-BASE = dict(max_total_tokens=512, chunked_prefill_size=None, disable_cuda_graph=True)
+BASE = dict(max_total_tokens=512, chunked_prefill_size=None, disable_cuda_graph=True,
+            disable_overlap_schedule=True)  # exact steps below; the random cases draw both
 EXTEND_ARRAYS = ("extend_prefix_lens", "extend_seq_lens", "extend_start_loc",
                  "extend_logprob_start_lens")
 

@@ -1,4 +1,9 @@
-"""DESIGN.md §4's worked example, field by field, through the real Scheduler."""
+"""DESIGN.md §4's worked example, field by field, through the real Scheduler, under both
+schedules: the example is the one without overlap (`disable_overlap_schedule=True`); under
+SGLang's default overlap schedule the same requests run the same EXTEND and DECODE batches,
+plus one discarded DECODE row wherever a request finished in the step before."""
+
+import dataclasses
 
 from shared import SamplingParams
 from shared.engine_config import EngineConfig, ModelInfo
@@ -7,11 +12,12 @@ from shared.scheduler import Scheduler
 from tests.scripted_runner import ScriptedRunner, drive
 
 MODEL = ModelInfo(vocab_size=100, eos_token_ids=(0,), context_length=64)
-CONFIG = EngineConfig(max_total_tokens=256, chunked_prefill_size=None, disable_cuda_graph=True)
+CONFIG = EngineConfig(max_total_tokens=256, chunked_prefill_size=None, disable_cuda_graph=True,
+                      disable_overlap_schedule=True)
 
 
-def _run_golden():
-    sched = Scheduler(CONFIG, MODEL)
+def _run_golden(config: EngineConfig = CONFIG):
+    sched = Scheduler(config, MODEL)
     runner = ScriptedRunner(MODEL.vocab_size)
     warm = Req("warm", [21, 22, 23], SamplingParams(max_new_tokens=1))
     two = SamplingParams(max_new_tokens=2, ignore_eos=True)
@@ -47,6 +53,28 @@ def test_golden_decode_step_feeds_the_extend_tokens():
     assert dec.pruned_rows == (0, 1)
     assert dec.extend_seq_lens == ()
     assert {r.output_len for r in sched.trace.requests.values()} == {1, 2}
+
+
+def test_golden_example_under_overlap_adds_one_discarded_row_after_each_finish():
+    """Overlap: "warm" (one token, finished by its prefill) still decodes once, its row
+    discarded (-1, overlap_rows) and its slot freed; a and b run DESIGN §4's EXTEND and
+    DECODE unchanged (in other KV slots: the freed one went to the back of the free list),
+    then one more DECODE whose rows are discarded; every token and finish time is the one
+    without overlap, and nothing leaks."""
+    plain, overlap = _run_golden(), _run_golden(dataclasses.replace(CONFIG, disable_overlap_schedule=False))
+    steps = overlap.trace.steps
+    assert [(s.forward_mode, s.rids) for s in steps] == [
+        ("EXTEND", ("warm",)), ("DECODE", ("warm",)), ("EXTEND", ("a", "b")),
+        ("DECODE", ("a", "b")), ("DECODE", ("a", "b"))]
+    assert (steps[1].next_token_ids, steps[1].overlap_rows) == ((-1,), (0,))
+    assert (steps[4].next_token_ids, steps[4].overlap_rows) == ((-1, -1), (0, 1))
+    for kept, ref in ((steps[2], plain.trace.steps[1]), (steps[3], plain.trace.steps[2])):
+        assert kept.diff(ref, ignore=("step", "start_time", "duration", "out_cache_loc",
+                                       "kv_used_tokens")) is None
+    assert steps[4].positions == (7, 7) and steps[4].input_ids == steps[3].next_token_ids
+    assert {r: (x.output_ids, x.finish_time) for r, x in overlap.trace.requests.items()} == \
+        {r: (x.output_ids, x.finish_time) for r, x in plain.trace.requests.items()}
+    overlap.mem.check_idle()
 
 
 def test_padded_decode_rows_read_one_token_and_write_slot_zero():

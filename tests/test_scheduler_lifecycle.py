@@ -14,7 +14,10 @@ MODEL = ModelInfo(vocab_size=50, eos_token_ids=(0,), context_length=8192)
 
 
 def _sched(**kw):
+    """A scheduler without the overlap schedule (each step's result is processed at once)
+    unless `disable_overlap_schedule=False` is passed: these tests pin exact steps."""
     kw.setdefault("max_total_tokens", 512)
+    kw.setdefault("disable_overlap_schedule", True)
     return Scheduler(EngineConfig(disable_cuda_graph=True, **kw), MODEL)
 
 

@@ -23,9 +23,10 @@ MODEL = ModelInfo(vocab_size=64, eos_token_ids=(0,), context_length=256)
 class CheckingRunner(ScriptedRunner):
     """Checks each ForwardBatch against the live KV tables before 'running' it."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler, reqs: list[Req]) -> None:
         super().__init__(MODEL.vocab_size)
         self.s = scheduler
+        self.by_rid = {r.rid: r for r in reqs}
 
     def forward(self, fb):
         assert len(fb.input_ids) <= self.s.config.max_forward_tokens(), "wider than the static buffers"
@@ -53,12 +54,21 @@ class CheckingRunner(ScriptedRunner):
         assert len(np.unique(slots)) == len(slots), "a slot written twice in one step"
         assert 0 not in slots, "slot 0 is for padding only"
         written = set(slots.tolist())
+        # NOTE: overlap: a request that finished after this step was scheduled freed the
+        # slot of its (discarded) row already; nothing is allocated before the step runs.
+        slots = slots[self._rows_of_live(fb)]
         for req, kv_len in self._live_requests():
             if req.rid in fb.rids or req.finished():
                 continue
             row = fb.req_to_token[req.req_pool_idx, :kv_len]
             assert not written & set(row.tolist()), f"{req.rid}'s KV overwritten"
         assert not self.s.mem.allocator.is_free(slots).any()
+
+    def _rows_of_live(self, fb) -> np.ndarray:
+        """[T] bool: the tokens of rows whose request has not finished."""
+        alive = np.array([not self.by_rid[r].finished() for r in fb.rids], dtype=bool)
+        per_row = fb.extend_seq_lens if fb.forward_mode.is_extend() else np.ones(len(alive), np.int64)
+        return np.repeat(alive, per_row)
 
     def _live_requests(self):
         """(request, KV length) of everything holding KV outside this batch."""
@@ -69,9 +79,9 @@ class CheckingRunner(ScriptedRunner):
 
     def _check_admission_budgets(self, fb):
         cfg = self.s.config
-        chunked = [r for r in fb.rids if self.s.reqs[r].is_chunked > 0]
+        chunked = [r for r in fb.rids if self.by_rid[r].is_chunked > 0]
         assert len(chunked) <= 1, "at most one chunked request"
-        decode_rows = sum(1 for r in fb.rids if self.s.reqs[r] in self._decoding(fb))
+        decode_rows = sum(1 for r in fb.rids if self.by_rid[r] in self._decoding(fb))
         ext = fb.extend_seq_lens[: len(fb.rids) - decode_rows]
         ps = cfg.page_size
         if len(ext) > 1:
@@ -94,7 +104,8 @@ def _requests(reqs):
 def _run(case):
     config, reqs = case
     sched = Scheduler(EngineConfig(**config), MODEL)
-    drive(sched, CheckingRunner(sched), _requests(reqs))
+    requests = _requests(reqs)
+    drive(sched, CheckingRunner(sched, requests), requests)
     return sched
 
 

@@ -43,8 +43,8 @@ def test_step_durations_are_the_clock_prices_and_starts_the_simpy_time():
     prev_end = 0.0
     for step in trace.steps:
         # NOTE: the scheduler records duration = end - start, exact up to rounding.
-        assert step.duration == pytest.approx(CLOCK.step_time(BatchShape.from_step_record(step)),
-                                              rel=1e-9)
+        price = CLOCK.step_time(BatchShape.from_step_record(step), trace.engine_config.overlap)
+        assert step.duration == pytest.approx(price, rel=1e-9)
         assert step.start_time == pytest.approx(prev_end, rel=1e-12) or (
             step.start_time > prev_end and step.start_time in arrivals)
         prev_end = _end(step)

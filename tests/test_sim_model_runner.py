@@ -27,7 +27,7 @@ class Recorder:
         assert out.logit_rows is fb.logit_rows and out.logits is None
         assert out.logits_shape == (fb.batch_size, self.runner.vocab_size)
         shape = BatchShape.from_forward_batch(fb, out.padded_batch_size)
-        assert out.duration == self.runner.cost_model.step_time(shape)
+        assert out.duration == self.runner.cost_model.step_time(shape, self.runner.overlap)
         return out
 
     def sample(self, out, fb: ForwardBatch):
