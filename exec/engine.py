@@ -24,6 +24,7 @@ from exec.logprob_collector import LogprobCollector
 from exec.model_files import load_model, open_model
 from exec.model_runner import TorchModelRunner
 from exec.output_tracker import OutputTracker, StreamOutput
+from exec.overlap_worker import OverlapWorker
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.forward_batch import ForwardBatch
 from shared.invalid_request import InvalidRequestError
@@ -68,6 +69,7 @@ class Engine:
         self.trace.executor = {"kind": "exec", "device": str(torch.device(device)), "dtype": dtype}
         self.logprobs = LogprobCollector()
         self.trackers: dict[str, OutputTracker] = {}
+        self.worker = OverlapWorker()  # the forward thread of the overlap schedule
         self._t0 = time.perf_counter()
         self._count = 0
         if torch_compile:
@@ -229,13 +231,20 @@ class Engine:
             pass
 
     def step(self, now: float | None = None) -> tuple[ForwardBatch, list[Req]] | None:
-        """One scheduler step: schedule (at `now`, default the clock), forward, sample,
-        stop strings, results."""
-        batch = self.scheduler.get_next_batch_to_run(self.now() if now is None else now)
+        """One scheduler step: schedule (at `now`, default the clock), forward (under the
+        overlap schedule on the worker thread, while the last step's result is processed),
+        sample, stop strings, results."""
+        sched = self.scheduler
+        batch = sched.schedule_next(self.now() if now is None else now)
         if batch is None:
-            return None
+            batch = sched.process_last(None)  # nothing to overlap the last result with
+            if batch is None:
+                return None
         fb = ForwardBatch.init_new(batch)
-        out = self.runner.forward(fb)
+        if sched.pending is None:
+            out = self.runner.forward(fb)
+        else:
+            out = self.worker.forward_while(self.runner, fb, lambda: sched.process_last(batch))
         ids = self.runner.sample(out, fb)
         self.logprobs.collect(batch, fb, out, self.runner.last_sample)
         stops = self._stop_hits(batch, ids)

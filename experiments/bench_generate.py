@@ -9,6 +9,11 @@ divided by the memory bandwidth measured in the same run).
     python -m experiments.bench_generate [--model PATH] [--threads 2] [--dtype bfloat16|float32]
         [--no-torch-compile]
 
+Both schedules in the same run: the Engine (SGLang's default overlap schedule: a step's
+forward runs on a worker thread while the last step's result is processed) against a
+second Engine on the same weights with `disable_overlap_schedule=True`, alternated,
+at batch N and batch 1 (wall time per output token).
+
 Writes experiments/results/bench_generate.json with the configuration it ran and the machine
 (CPU model, torch's CPU kernel level, whether the weights were packed for oneDNN).
 """
@@ -72,6 +77,32 @@ def engine_throughput(engine, ps: list[list[int]], c: GenerateBenchConfig) -> fl
     t = time.perf_counter()
     outs = engine.generate(ps, params)
     return sum(len(o.token_ids) for o in outs) / (time.perf_counter() - t)
+
+
+def batch1_token_time(engine, ps: list[list[int]], c: GenerateBenchConfig) -> float:
+    """Wall seconds per output token of one request generating `batch1_steps` tokens alone."""
+    params = {"max_new_tokens": c.batch1_steps, "temperature": 0, "ignore_eos": True}
+    t = time.perf_counter()
+    out = engine.generate(ps[0], params)
+    return (time.perf_counter() - t) / len(out.token_ids)
+
+
+def schedule_comparison(engine, plain, ps: list[list[int]], c: GenerateBenchConfig,
+                        rounds: int = 2) -> dict:
+    """Overlap (`engine`) against no overlap (`plain`), alternated `rounds` times: median
+    batch-N tokens/s and batch-1 seconds per token of each, and their ratios."""
+    runs: dict[str, dict[str, list[float]]] = {"overlap": {}, "plain": {}}
+    for _ in range(rounds):
+        for name, e in (("overlap", engine), ("plain", plain)):
+            runs[name].setdefault("tok_s", []).append(engine_throughput(e, ps, c))
+            runs[name].setdefault("batch1_s_per_token", []).append(batch1_token_time(e, ps, c))
+    med = {name: {k: statistics.median(v) for k, v in r.items()} for name, r in runs.items()}
+    return {"overlap_tok_s": med["overlap"]["tok_s"], "plain_tok_s": med["plain"]["tok_s"],
+            "overlap_over_plain_tok_s": med["overlap"]["tok_s"] / med["plain"]["tok_s"],
+            "overlap_batch1_s_per_token": med["overlap"]["batch1_s_per_token"],
+            "plain_batch1_s_per_token": med["plain"]["batch1_s_per_token"],
+            "plain_over_overlap_batch1": (med["plain"]["batch1_s_per_token"]
+                                          / med["overlap"]["batch1_s_per_token"])}
 
 
 def hf_model(engine):
@@ -153,14 +184,17 @@ def main(argv: list[str] | None = None) -> dict:
 
     c, out = parse_config(argv)
     torch.set_num_threads(c.threads)
-    engine = Engine(c.model, device=c.device, dtype=c.dtype, torch_compile=c.torch_compile,
-                    torch_compile_max_bs=c.torch_compile_max_bs,
-                    max_total_tokens=c.requests * (c.prompt_len + c.output_len + 8))
+    engines = [Engine(c.model, device=c.device, dtype=c.dtype, torch_compile=c.torch_compile,
+                      torch_compile_max_bs=c.torch_compile_max_bs,
+                      max_total_tokens=c.requests * (c.prompt_len + c.output_len + 8),
+                      disable_overlap_schedule=plain) for plain in (False, True)]
+    engine = engines[0]
     ps = prompts(c, engine.model_info.vocab_size)
     batch1 = batch1_against_bound(engine, ps, c)
     ours = engine_throughput(engine, ps, c)
     hf = hf_throughput(hf_model(engine), ps, c)
-    results = {"engine_output_tok_s": ours, "hf_output_tok_s": hf, "ratio": ours / hf, **batch1}
+    results = {"engine_output_tok_s": ours, "hf_output_tok_s": hf, "ratio": ours / hf, **batch1,
+               **schedule_comparison(engine, engines[1], ps, c)}
     for k, v in results.items():
         print(f"{k:>26}: {v:.4g}")
     machine = machine_info(engine)

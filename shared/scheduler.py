@@ -125,19 +125,31 @@ class Scheduler:
 
     def get_next_batch_to_run(self, now: float) -> ScheduleBatch | None:
         """The next batch to run (None: nothing can run now). Under overlap the last
-        step's result is processed here, after this batch was scheduled."""
+        step's result is processed here, after this batch was scheduled:
+        `schedule_next` then `process_last`, which an executor may split to run the
+        batch's forward while the last result is processed."""
+        batch = self.schedule_next(now)
+        return batch if self.pending is None else self.process_last(batch)
+
+    def schedule_next(self, now: float) -> ScheduleBatch | None:
+        """Schedule the next batch; under overlap the last result stays unprocessed."""
         self.step_start = now
         self._mark = self.finish_count
         batch = self._schedule()
-        if self.pending is not None:
-            self._process_pending(batch)
-            if batch is None:  # NOTE: SGLang's next loop turn, with what that result freed
-                self.last_batch = None
-                batch = self._schedule()
         self.last_batch = batch
         if batch is None and not self.has_work():
             self._on_idle()
         return batch
+
+    def process_last(self, inflight: ScheduleBatch | None) -> ScheduleBatch | None:
+        """Process the launched step's result, `inflight` (from schedule_next) scheduled
+        since. Returns `inflight`, or when it is None the batch that what the result freed
+        lets run (SGLang's next loop turn; None if nothing)."""
+        if self.pending is not None:
+            self._process_pending(inflight)
+        if inflight is not None:
+            return inflight
+        return self.schedule_next(self.step_start)
 
     def _schedule(self) -> ScheduleBatch | None:
         self._merge_last_batch()

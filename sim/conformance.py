@@ -54,6 +54,7 @@ from sim.conformance_strategies import (
 )
 from sim.cost_model import CostModel, StepCost, ZeroCostModel
 from sim.driver import drive_workload
+from sim.shadow_kv import ShadowKV, check_outcomes
 from sim.sim_model_runner import SimModelRunner
 from sim.token_source import ReplayTokenSource, TokenSource
 
@@ -156,16 +157,21 @@ class SpecCheckingRunner:
     """Wraps a runner and checks every forward and sample against the spec: the logit rows
     it reports, the logits shape, the padded size, one in-vocabulary id per request, and,
     with a probe, positions, written KV slots and LM-head rows. `before_forward` runs first
-    (e.g. the scheduler's `mem.check_integrity`)."""
+    (e.g. the scheduler's `mem.check_integrity`), then `shadow.check(fb)` (the shadow-KV
+    invariant, `sim.shadow_kv`)."""
 
     def __init__(self, runner: ModelRunner, probe: SpecProbe | None = None,
-                 before_forward: Callable[[], None] | None = None) -> None:
+                 before_forward: Callable[[], None] | None = None,
+                 shadow: ShadowKV | None = None) -> None:
         self.runner, self.probe, self.before_forward = runner, probe, before_forward
+        self.shadow = shadow
         self.forwards = 0
 
     def forward(self, fb: ForwardBatch) -> RunnerOutput:
         if self.before_forward is not None:
             self.before_forward()
+        if self.shadow is not None:
+            self.shadow.check(fb)
         if self.probe is None:
             out = self.runner.forward(fb)
         else:
@@ -236,12 +242,14 @@ def check_conformance(make_runner: RunnerFactory, case: ConformanceCase, *,
 def _serve(scheduler: Scheduler, runner: ModelRunner, workload: Workload,
            clock: CostModel | None, probe: ProbeFactory | None) -> Trace:
     checked = SpecCheckingRunner(runner, probe(runner) if probe is not None else None,
-                                 scheduler.mem.check_integrity)
+                                 scheduler.mem.check_integrity,
+                                 ShadowKV(scheduler.mem, scheduler.reqs))
     hook = getattr(getattr(runner, "token_source", None), "finished", None)
     trace = drive_workload(scheduler, checked, workload, clock=clock or StepClock(),
                            finished_hook=hook)
     scheduler.mem.check_integrity()
     scheduler.mem.check_idle()
+    check_outcomes(trace)
     if checked.forwards != len(trace):
         raise ConformanceError(f"{checked.forwards} forwards for {len(trace)} recorded steps")
     return trace

@@ -37,6 +37,7 @@ from sim.conformance import (
     sampling_params,
 )
 from sim.cost_model import ZeroCostModel
+from sim.shadow_kv import ShadowKV, check_outcomes
 from sim.sim_model_runner import SimModelRunner
 from tests.test_agreement import (
     AGREEMENT_EXAMPLES,
@@ -68,12 +69,14 @@ class LockstepMachine(RuleBasedStateMachine):
     def build_both_executors(self, config: EngineConfig) -> None:
         self.exec = Scheduler(config, TINY_INFO)
         runner = self.tiny.make_runner(self.exec)
-        self.exec_runner = SpecCheckingRunner(runner, TorchSpecProbe(runner))
+        self.exec_runner = SpecCheckingRunner(runner, TorchSpecProbe(runner),
+                                              shadow=ShadowKV(self.exec.mem, self.exec.reqs))
         # NOTE: sim runs the effective config exec's trace header records.
         self.sim = Scheduler(self.exec.trace.engine_config, self.exec.trace.model_info)
         self.tokens = PushTokenSource()
         self.sim_runner = SpecCheckingRunner(
-            SimModelRunner(ZeroCostModel(), self.tokens, self.sim.config, TINY_INFO))
+            SimModelRunner(ZeroCostModel(), self.tokens, self.sim.config, TINY_INFO),
+            shadow=ShadowKV(self.sim.mem, self.sim.reqs))
 
     @rule(target=prefixes, prefix=st.lists(TOKENS, min_size=1, max_size=48))
     def new_prefix(self, prefix: list[int]) -> list[int]:
@@ -159,6 +162,8 @@ class LockstepMachine(RuleBasedStateMachine):
         else:
             raise AssertionError(f"requests still unfinished after {MAX_DRAIN_STEPS} steps: "
                                  f"{sorted(self.exec.reqs)}")
+        if hasattr(self, "exec"):
+            check_outcomes(self.exec.trace)
 
     @invariant()
     def pools_are_consistent_and_idle_pools_leak_nothing(self) -> None:

@@ -14,6 +14,7 @@ from shared.req import Req
 from shared.schedule_batch import ScheduleBatch
 from shared.scheduler import Scheduler
 from shared.trace import Trace
+from sim.shadow_kv import ShadowKV
 from tests.scripted_runner import ScriptedRunner, default_token, drive
 from tests.strategies import scheduler_cases
 
@@ -27,9 +28,11 @@ class CheckingRunner(ScriptedRunner):
         super().__init__(MODEL.vocab_size)
         self.s = scheduler
         self.by_rid = {r.rid: r for r in reqs}
+        self.shadow = ShadowKV(scheduler.mem, scheduler.reqs)
 
     def forward(self, fb):
         assert len(fb.input_ids) <= self.s.config.max_forward_tokens(), "wider than the static buffers"
+        self.shadow.check(fb)
         self._check_positions_and_slots(fb)
         self._check_no_shared_writes(fb)
         if fb.forward_mode.is_extend():
