@@ -76,7 +76,7 @@ def min_total_tokens(workload: Workload, page_size: int) -> int:
 
 
 @st.composite
-def engine_configs(draw, workload: Workload | None = None, *, page_sizes: Sequence[int] = (1, 4, 16),
+def engine_configs(draw, workload: Workload | None = None, *, page_sizes: Sequence[int] = (1, 2, 4, 16),
                    chunk_sizes: Sequence[int | None] = (None, 8, 16, 32),
                    policies: Sequence[str] = ("fcfs", "lpm"), cuda_graph: bool = False,
                    min_tokens: int = 97) -> EngineConfig:

@@ -23,7 +23,7 @@ def scheduler_cases(draw):
     """An engine config plus a workload of requests with shared prefixes, all within the
     validation limits. KV capacity ranges from just enough for the largest request alone
     to comfortable, so admission limits and retraction are exercised."""
-    ps = draw(st.sampled_from((1, 4, 16)))
+    ps = draw(st.sampled_from((1, 2, 4, 16)))
     bases = draw(st.lists(st.lists(st.integers(1, 9), min_size=1, max_size=24), min_size=1, max_size=3))
     n = draw(st.integers(1, 8))
     reqs = []

@@ -30,9 +30,11 @@ class SlowerWithLength(CostModel):
         return StepCost(attention=1e-6 * shape.kv_tokens, overhead=1e-3)
 
 
-def _workload(reqs) -> Workload:
+def _workload(reqs, ignore_eos=(False,)) -> Workload:
+    """`ignore_eos[i % len]` for request i (EOS may end the others)."""
     return Workload(tuple(
-        WorkloadRequest(f"r{i}", arrival, tuple(prompt), SamplingParams(max_new_tokens=m, ignore_eos=False))
+        WorkloadRequest(f"r{i}", arrival, tuple(prompt),
+                        SamplingParams(max_new_tokens=m, ignore_eos=ignore_eos[i % len(ignore_eos)]))
         for i, (prompt, m, arrival) in enumerate(reqs)))
 
 
@@ -64,14 +66,16 @@ def _assert_same_run(a: Scheduler, b: Scheduler) -> None:
     b.mem.check_integrity()
 
 
-@given(case=scheduler_cases(), roofline=st.booleans())
-def test_decode_runs_leave_every_step_request_and_pool_unchanged(case, roofline):
+@given(case=scheduler_cases(), roofline=st.booleans(),
+       ignore_eos=st.lists(st.booleans(), min_size=1, max_size=4))
+def test_decode_runs_leave_every_step_request_and_pool_unchanged(case, roofline, ignore_eos):
     """With decode runs the trace (times included), the requests, the KV pool and the
-    admission ratio equal the step-by-step loop's, under EOS hits, retraction and paging."""
+    admission ratio equal the step-by-step loop's, under EOS hits, ignore_eos (its own
+    admission path without a radix cache), retraction, paging and both schedules."""
     config, reqs = case
     clock = CLOCK if roofline else SlowerWithLength()
-    a, _, _ = _simulate(config, _workload(reqs), runs=False, clock=clock)
-    b, _, _ = _simulate(config, _workload(reqs), runs=True, clock=clock)
+    a, _, _ = _simulate(config, _workload(reqs, ignore_eos), runs=False, clock=clock)
+    b, _, _ = _simulate(config, _workload(reqs, ignore_eos), runs=True, clock=clock)
     _assert_same_run(a, b)
 
 
