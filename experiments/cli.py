@@ -1,7 +1,9 @@
 """The `batchtwin` command line: a registry of subcommands, one module each.
 
 A subcommand is a `Command(name, help, configure, run)`: `configure(parser)` adds its
-arguments and `run(args)` does the work and returns an exit code.
+arguments and `run(args)` does the work and returns an exit code. The commands that run the
+real executor are wrapped in `needs_exec`: without the exec extra (torch) they exit 1 with
+one line saying how to install it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from experiments import (
     replay_cmd,
     simulate_cmd,
 )
+from experiments.exec_extra import needs_exec
 
 
 class Command(NamedTuple):
@@ -32,14 +35,18 @@ class Command(NamedTuple):
 
 
 COMMANDS = (
-    Command("generate", generate_cmd.HELP, generate_cmd.configure, generate_cmd.run),
+    Command("generate", generate_cmd.HELP, generate_cmd.configure,
+            needs_exec("generate", generate_cmd.run)),
     Command("prefix-reuse", prefix_reuse.HELP, prefix_reuse.configure, prefix_reuse.run),
     Command("simulate", simulate_cmd.HELP, simulate_cmd.configure, simulate_cmd.run),
     Command("replay", replay_cmd.HELP, replay_cmd.configure, replay_cmd.run),
-    Command("explain", explain_cmd.HELP, explain_cmd.configure, explain_cmd.run),
+    Command("explain", explain_cmd.HELP, explain_cmd.configure,
+            needs_exec("explain", explain_cmd.run, "`batchtwin explain --sim-only`")),
     Command("plan", plan_cmd.HELP, plan_cmd.configure, plan_cmd.run),
-    Command("calibrate", calibrate_cmd.HELP, calibrate_cmd.configure, calibrate_cmd.run),
-    Command("fidelity", fidelity_cmd.HELP, fidelity_cmd.configure, fidelity_cmd.run),
+    Command("calibrate", calibrate_cmd.HELP, calibrate_cmd.configure,
+            needs_exec("calibrate", calibrate_cmd.run)),
+    Command("fidelity", fidelity_cmd.HELP, fidelity_cmd.configure,
+            needs_exec("fidelity", fidelity_cmd.run)),
 )
 
 

@@ -5,8 +5,9 @@ roofline cost model, replaying the real run's tokens) side by side.
 
     batchtwin explain            # one table per step: field | exec | sim
     batchtwin explain --json     # the same, machine-readable
+    batchtwin explain --sim-only # the simulator's column alone (no torch; synthetic token ids)
 
-Exits 0 when the two agree on every step, 3 when they do not (they should).
+Exits 0 when the two agree on every step, 3 when they do not (they should); 0 with --sim-only.
 """
 
 from __future__ import annotations
@@ -26,18 +27,31 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hardware", default="h100",
                    help="catalogue key or hardware JSON the simulator prices on")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--sim-only", action="store_true",
+                   help="the simulator's side only (no torch needed; seeded synthetic token ids)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.explain import explain
-
     try:
-        result = explain(seed=args.seed, hardware=args.hardware)
+        result = _explained(args)
     except (ValueError, TypeError, OSError) as e:
         print(f"batchtwin explain: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(result, indent=2) if args.json else format_explain(result))
-    return 0 if result["agree"] else EXIT_DIFFERS
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_sim_only(result) if args.sim_only else format_explain(result))
+    return 0 if args.sim_only or result["agree"] else EXIT_DIFFERS
+
+
+def _explained(args: argparse.Namespace) -> dict[str, Any]:
+    if args.sim_only:
+        from experiments.golden_example import explain_sim
+
+        return explain_sim(seed=args.seed, hardware=args.hardware)
+    from experiments.explain import explain  # NOTE: torch
+
+    return explain(seed=args.seed, hardware=args.hardware)
 
 
 def format_explain(result: dict[str, Any]) -> str:
@@ -49,20 +63,38 @@ def format_explain(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_step(step: dict[str, Any]) -> list[str]:
-    """A header line, then `field | exec | sim` rows (extend-only fields skipped when empty)."""
-    from experiments.explain import EXTEND_ONLY, FIELDS
+def format_sim_only(result: dict[str, Any]) -> str:
+    """`--sim-only`: one `field | sim` table per step."""
+    lines = [f"{result['example']}, step by step, simulator only", f"  sim:  {result['sim']}"]
+    for step in result["steps"]:
+        lines += ["", *format_step(step, columns=("sim",))]
+    lines += ["", f"sim ran {result['step_counts'][0]} steps (exec not run: drop --sim-only, "
+                  "with the exec extra, to compare)"]
+    return "\n".join(lines)
 
-    e, s = step["exec"], step["sim"]
-    rows = [(f, cell(e.get(f)), cell(s.get(f)), f in step["differs"]) for f in FIELDS
-            if f not in EXTEND_ONLY or e.get(f) or s.get(f)]
-    wide = max(len("exec"), *(len(r[1]) for r in rows))
-    out = [f"step {step['step']}  {e['forward_mode']}  {step['note']}",
-           f"  {'field':<19} {'exec':<{wide}}  sim"]
-    for name, a, b, differs in rows:
-        out.append(f"  {name:<19} {a:<{wide}}  {b}" + (f"  {MARK}" if differs else ""))
+
+def format_step(step: dict[str, Any], columns: tuple[str, ...] = ("exec", "sim")) -> list[str]:
+    """A header line, then `field | exec | sim` rows, or one column per name in `columns`
+    (extend-only fields skipped when empty)."""
+    from experiments.golden_example import EXTEND_ONLY, FIELDS
+
+    views = [step[c] for c in columns]
+    differs = step.get("differs", ())
+    rows = [(f, [cell(v.get(f)) for v in views], f in differs) for f in FIELDS
+            if f not in EXTEND_ONLY or any(v.get(f) for v in views)]
+    widths = [max(len(c), *(len(r[1][i]) for r in rows)) for i, c in enumerate(columns)]
+    out = [f"step {step['step']}  {views[0]['forward_mode']}  {step['note']}",
+           row("field", list(columns), widths)]
+    for name, cells, differ in rows:
+        out.append(row(name, cells, widths) + (f"  {MARK}" if differ else ""))
     out.append(f"  (sim prices this step at {step['sim_priced_ms']:.3f} ms)")
     return out
+
+
+def row(name: str, cells: list[str], widths: list[int]) -> str:
+    """`  name  cell  cell ...`: every column but the last padded to its width."""
+    padded = [c.ljust(w) for c, w in zip(cells[:-1], widths, strict=False)]
+    return f"  {name:<19} " + "  ".join([*padded, cells[-1]])
 
 
 def cell(value: Any) -> str:

@@ -132,7 +132,7 @@ def test_generate_benchmark_compiles_decode_on_cpu_only():
     """Without --[no-]torch-compile the benchmark compiles on CPU and not on CUDA (where the
     runner refuses torch_compile); the GPU check's command line parses to the CUDA config."""
     from experiments.bench_generate import parse_config
-    from experiments.gpu_check import bench_args
+    from experiments.dev.gpu_check import bench_args
 
     cpu, _ = parse_config([])
     cuda, out = parse_config(bench_args("model.gguf", 8))

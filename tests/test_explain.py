@@ -9,6 +9,7 @@ import pytest
 from experiments.cli import main
 from experiments.explain import explain
 from experiments.explain_cmd import MARK, format_explain
+from experiments.golden_example import explain_sim
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +84,23 @@ def test_unknown_hardware_is_one_line_on_stderr(capsys):
     assert main(["explain", "--hardware", "tpu9"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("batchtwin explain: ") and err.count("\n") == 1
+
+
+def test_sim_only_schedules_the_golden_example_as_the_full_run_does(golden):
+    """`explain_sim` (no torch) gives every step's fields of the full run's sim column, but
+    for the token ids it draws itself (next_token_ids, and the DECODE's input_ids)."""
+    alone = explain_sim(seed=0)
+    assert alone["step_counts"] == [3]
+    for own, full in zip(alone["steps"], golden["steps"], strict=True):
+        decode = full["sim"]["forward_mode"] == "DECODE"
+        token_fields = {"next_token_ids", *(["input_ids"] if decode else [])}
+        assert {k: v for k, v in own["sim"].items() if k not in token_fields} == \
+            {k: v for k, v in full["sim"].items() if k not in token_fields}
+        assert own["sim_priced_ms"] == full["sim_priced_ms"]
+
+
+def test_sim_only_text_output_has_one_sim_column(capsys):
+    """`explain --sim-only` exits 0 and prints a `field | sim` table per step and no exec column."""
+    assert main(["explain", "--sim-only"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("  field               sim\n") == 3 and "exec:" not in out

