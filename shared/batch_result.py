@@ -133,7 +133,8 @@ class BatchResultProcessor:
                 req.is_chunked -= 1
                 skip[i] = True
                 if req.to_finish is not None:
-                    self.s.chunked_req = None
+                    if self.s.chunked_req is req:  # NOTE: overlap: another may be chunked now
+                        self.s.chunked_req = None
                     self._finish(batch, i, req.to_finish, now, inflight)
                     done.append(req)
                 continue

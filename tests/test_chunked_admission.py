@@ -135,3 +135,34 @@ def test_a_prefill_that_leaves_the_decode_pages_free_still_mixes():
     sched = _boundary_run({"mid": 90}, None)
     mixed = [s for s in sched.trace.steps if s.forward_mode == "MIXED"]
     assert mixed and mixed[0].rids[0] == "mid" and all(p % 16 == 0 for p in mixed[0].positions[-4:])
+
+
+def test_an_aborted_chunked_request_leaves_the_next_chunked_request_chunked():
+    """Overlap: "b" is aborted mid-prefill; when its chunk's result is processed, "c" is
+    already the chunked request (scheduled since): c stays chunked and reads its own KV
+    (shadow-KV invariant), instead of decoding a prompt it has not finished."""
+    from shared import ForwardBatch
+    from sim.shadow_kv import ShadowKV
+
+    sched = Scheduler(EngineConfig(page_size=2, max_total_tokens=48, chunked_prefill_size=8,
+                                   enable_mixed_chunk=True, disable_radix_cache=True,
+                                   disable_cuda_graph=True), MODEL)
+    shadow, runner = ShadowKV(sched.mem, sched.reqs), ScriptedRunner(MODEL.vocab_size)
+    one = SamplingParams(max_new_tokens=1, ignore_eos=True)
+    reqs = [Req(rid, [1] * n, one) for rid, n in (("a", 1), ("a2", 3), ("b", 5))]
+
+    def build(batch):
+        fb = ForwardBatch.init_new(batch)
+        shadow.check(fb)
+        return fb
+
+    for r in reqs:
+        sched.add_request(r)
+    first = sched.get_next_batch_to_run(0.0)
+    fb = build(first)
+    sched.process_batch_result(first, runner.forward(fb), runner.sample(runner.forward(fb), fb), 0.01)
+    assert sched.chunked_req is reqs[2] and sched.abort("b")
+    drive(sched, runner, [Req("c", [2] * 3, one)], build=build)
+    assert sched.trace.requests["c"].output_len == 1
+    assert sched.trace.requests["b"].finish_reason.type == "abort"
+    sched.mem.check_idle()
