@@ -33,8 +33,8 @@ from exec.gguf_tokenizer import build_tokenizer, default_add_bos
 from exec.llama import LlamaForCausalLM
 from exec.loader import CheckpointError
 from exec.model_config import ModelConfig, UnsupportedModelError
-from exec.model_runner import torch_dtype
 from exec.rotary import inv_frequencies
+from exec.torch_dtype import torch_dtype
 
 Q = GGMLQuantizationType
 SUPPORTED_TYPES = (Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1,

@@ -18,7 +18,7 @@ def default_kv_capacity(c: ModelConfig, device: str, dtype: str) -> int:
     """Tokens of KV that fit in a fraction of the free memory, after the weights are loaded:
     20% of available host memory on CPU (MemAvailable), 80% of free device memory on CUDA
     (`torch.cuda.mem_get_info`); at most 2^20 tokens, at least one full context."""
-    from exec.model_runner import torch_dtype
+    from exec.torch_dtype import torch_dtype
 
     per_token = KVPool.bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim, torch_dtype(dtype))
     free = _free_bytes(torch.device(device))

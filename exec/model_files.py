@@ -49,7 +49,7 @@ def default_model_path() -> Path:
 
 def load_model(folder: str | Path, *, device: str = "cpu", dtype: str = "float32") -> LlamaForCausalLM:
     """A Llama-family model with a checkpoint folder's weights, on `device` in `dtype`."""
-    from exec.model_runner import torch_dtype
+    from exec.torch_dtype import torch_dtype
 
     config = ModelConfig.from_file(folder)
     with torch.device("meta"):

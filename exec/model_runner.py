@@ -26,23 +26,15 @@ from exec.llama import LlamaForCausalLM, TorchBatch
 from exec.logits_processor import process_logits
 from exec.packed_linear import can_pack, cpu_has_fast_kernels
 from exec.sampler import SampleResult, sample
+from exec.torch_dtype import torch_dtype
 from shared.cuda_graph import can_run_graph, cuda_graph_batch_sizes
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.forward_batch import ForwardBatch
 from shared.model_runner import RunnerOutput
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SLOW_CPU_DTYPE = ("{dtype} on this CPU: oneDNN has no {dtype} kernels for it (bfloat16 needs "
                   "AVX-512 or AVX-NE-CONVERT), so matmuls run torch's generic code, several "
                   "times slower than float32 (the default) on an AVX2-only CPU")
-
-
-def torch_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    return DTYPES[dtype]
 
 
 class TorchModelRunner:

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from shared.hf_config import HFConfig, InvalidModelConfig
+
 DTYPE_BYTES = MappingProxyType({"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1})
 DTYPE_ALIASES = MappingProxyType({
     "float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
@@ -202,31 +204,25 @@ def _read_config(path: Path) -> dict[str, Any]:
 
 def shape_from_config(config: Mapping[str, Any], name: str = "config",
                       weight_dtype: str = "bf16", kv_dtype: str = "bf16") -> ModelShape:
-    """Read a dense Llama-family config.json dict; MoE configs go to the extension point."""
+    """Read a dense Llama-family config.json dict through the shared reader
+    (`shared.hf_config.HFConfig`); MoE configs go to the extension point.
+
+    NOTE: a sliding window is priced as full attention (an upper bound), and an
+    architecture outside the Llama family as the dense Llama shape its sizes give."""
     if is_moe_config(config):
         return moe_shape_from_config(config)
-    heads = _required(config, "num_attention_heads", name)
-    hidden = _required(config, "hidden_size", name)
-    model_type = config.get("model_type", "")
-    default_head_dim = 128 if model_type == "qwen3" else hidden // heads
+    try:
+        c = HFConfig.from_dict(dict(config))
+    except InvalidModelConfig as e:
+        raise ValueError(f"{name}: {e} (a dense Llama-family config needs hidden_size, "
+                         f"num_hidden_layers, num_attention_heads, intermediate_size, "
+                         f"vocab_size)") from None
     return ModelShape(
-        name=name, hidden_size=hidden, num_layers=_required(config, "num_hidden_layers", name),
-        num_heads=heads, num_kv_heads=config.get("num_key_value_heads") or heads,
-        head_dim=config.get("head_dim") or default_head_dim,
-        intermediate_size=_required(config, "intermediate_size", name),
-        vocab_size=_required(config, "vocab_size", name),
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-        max_position_embeddings=int(config.get("max_position_embeddings", 2048)),
-        qkv_bias=model_type == "qwen2" or bool(config.get("attention_bias", False)),
-        qk_norm=model_type == "qwen3", weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-
-
-def _required(config: Mapping[str, Any], key: str, name: str) -> Any:
-    if key not in config:
-        raise ValueError(f"{name}: config.json has no {key!r} (a dense Llama-family config needs "
-                         f"hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, "
-                         f"vocab_size)")
-    return config[key]
+        name=name, hidden_size=c.hidden_size, num_layers=c.num_layers, num_heads=c.num_heads,
+        num_kv_heads=c.num_kv_heads, head_dim=c.head_dim, intermediate_size=c.intermediate_size,
+        vocab_size=c.vocab_size, tie_word_embeddings=c.tie_word_embeddings,
+        max_position_embeddings=c.max_position_embeddings, qkv_bias=c.qkv_bias,
+        qk_norm=c.qk_norm, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 
 
 def is_moe_config(config: Mapping[str, Any]) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from shared.engine_config import EngineConfig, ModelInfo
+from shared.hf_config import eos_token_ids
 from shared.run_result import SLO, RunResult
 from shared.scheduler import Scheduler
 from shared.workload import Workload
@@ -104,10 +105,8 @@ def load_model(model: ModelSpec) -> tuple[dict[str, Any], ModelShape]:
 
 def model_info(config: Mapping[str, Any], shape: ModelShape) -> ModelInfo:
     """Vocabulary and context length from the shape, EOS ids from config.json's
-    `eos_token_id` (an int or a list; none when absent)."""
-    eos = config.get("eos_token_id")
-    eos_ids = () if eos is None else (eos,) if isinstance(eos, int) else tuple(eos)
-    return ModelInfo(shape.vocab_size, eos_ids, shape.max_position_embeddings)
+    `eos_token_id` (an int or a list; none when absent: `shared.hf_config`)."""
+    return ModelInfo(shape.vocab_size, eos_token_ids(dict(config)), shape.max_position_embeddings)
 
 
 def engine_config(engine_args: Mapping[str, Any]) -> EngineConfig:

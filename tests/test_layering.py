@@ -150,6 +150,21 @@ def test_executors_do_not_import_each_other_or_experiments(package):
     assert bad == []
 
 
+INSTALLED = ("shared", "sim", "exec", "experiments")
+DEV_TOOLS = "experiments/dev/"  # excluded from the package (pyproject.toml), run from a checkout
+
+
+@pytest.mark.parametrize("package", INSTALLED)
+def test_no_installed_module_imports_the_tests(package):
+    """Nothing the package installs imports tests/ (the developer tools in experiments/dev,
+    left out of the package, may)."""
+    bad = [f"{rel(path)}:{line}: import {top}"
+           for path in py_files(package) if not rel(path).startswith(DEV_TOOLS)
+           for top, line, _ in imports(ast.parse(path.read_text()), module_parts(path))
+           if top == "tests"]
+    assert bad == []
+
+
 @pytest.mark.parametrize("path", py_files("shared"), ids=rel)
 def test_shared_has_no_mutable_module_or_class_state(path):
     """shared/ module-level names are UPPER_CASE constants and no class body holds a list/dict/set."""

@@ -190,3 +190,33 @@ def test_config_without_architectures_falls_back_to_model_type():
     d = hand()
     del d["architectures"]
     assert ModelConfig.from_dict({**d, "model_type": "qwen2"}).arch == "qwen2"
+
+
+@pytest.mark.parametrize("config", [
+    hand("MistralForCausalLM", attention_bias=True, sliding_window=4096),
+    {k: v for k, v in hand("Qwen3ForCausalLM").items()},           # no model_type: head_dim 128
+    hand("Qwen2ForCausalLM", model_type="qwen2", sliding_window=16, use_sliding_window=False),
+    hand("LlamaForCausalLM", attention_bias=True, num_key_value_heads=2),
+    {**SIZES, "model_type": "qwen3"},                                 # no architectures
+])
+def test_exec_and_sim_read_one_config_json_the_same_way(config):
+    """The shared reader (shared.hf_config) gives both executors the same heads, head_dim,
+    biases and q/k norms: Mistral's attention_bias ignored as transformers does, the
+    architecture from `architectures` before `model_type`, an unused window ignored."""
+    from sim.model_shapes import shape_from_config
+
+    exec_view, sim_view = ModelConfig.from_dict(config), shape_from_config(config)
+    assert (sim_view.num_heads, sim_view.num_kv_heads, sim_view.head_dim, sim_view.qkv_bias,
+            sim_view.qk_norm, sim_view.max_position_embeddings) == (
+        exec_view.num_heads, exec_view.num_kv_heads, exec_view.head_dim, exec_view.qkv_bias,
+        exec_view.qk_norm, exec_view.max_position_embeddings)
+
+
+def test_sim_prices_what_exec_refuses_and_says_what_it_assumed():
+    """A binding sliding window: exec refuses it, sim prices full attention (module note)."""
+    from sim.model_shapes import shape_from_config
+
+    config = hand("MistralForCausalLM", sliding_window=16)
+    with pytest.raises(UnsupportedModelError, match="sliding-window"):
+        ModelConfig.from_dict(config)
+    assert shape_from_config(config).head_dim == SIZES["hidden_size"] // SIZES["num_attention_heads"]
