@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 class DecodeRunLimit(NamedTuple):
     steps: int              # the scheduled step and those that may follow (>= 1)
     length_limit_step: int  # steps_to_length_limit of the batch
+    output_lens: np.ndarray  # [B] each request's outputs before the scheduled step
 
 
 def decode_run_limit(batch: ScheduleBatch, mem: KVMemory, steady: bool,
@@ -54,20 +55,21 @@ def decode_run_limit(batch: ScheduleBatch, mem: KVMemory, steady: bool,
     cached prefixes as check_decode_mem does, never by retracting); at most up to the
     first step in which a request may reach its length limit. Tokens can end requests
     earlier: see steps_before_finish."""
-    to_limit = steps_to_length_limit(batch)
+    lens = batch.output_lens()
+    to_limit = steps_to_length_limit(batch, lens)
     if not steady:
-        return DecodeRunLimit(1, to_limit)
+        return DecodeRunLimit(1, to_limit, lens)
     free = _steps_with_slots(mem, batch, max_steps)
-    return DecodeRunLimit(max(1, min(max_steps, to_limit + 1, 1 + free)), to_limit)
+    return DecodeRunLimit(max(1, min(max_steps, to_limit + 1, 1 + free)), to_limit, lens)
 
 
-def steps_to_length_limit(batch: ScheduleBatch) -> int:
+def steps_to_length_limit(batch: ScheduleBatch, output_lens: np.ndarray) -> int:
     """The first decode step j (0: the scheduled one) in which `_finish_decoded` checks some
     request for its length limit (may_finish's length test), or a negative number if one
-    was due earlier."""
+    was due earlier. `output_lens` ([B]): batch.output_lens() before the scheduled step."""
     # NOTE: after step j a request has output_lens + j + 1 outputs; _finish_decoded checks it
     # for a finish once that reaches max_new_tokens.
-    return int(np.minimum.reduce(batch.max_new_tokens - 1 - batch.output_lens()))
+    return int(np.minimum.reduce(batch.max_new_tokens - 1 - output_lens))
 
 
 def _steps_with_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) -> int:

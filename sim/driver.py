@@ -190,7 +190,7 @@ class EngineLoop:
         limit = sched.decode_run_limit(MAX_DECODE_RUN)
         times = runner.decode_run_times(batch.seq_lens, limit.steps)
         starts = self.run_starts(times.durations, t)            # cut at the next arrival
-        tokens = runner.decode_run_tokens(batch.rids, batch.output_lens(),
+        tokens = runner.decode_run_tokens(batch.rids, limit.output_lens,
                                           len(starts) - 1)      # [k, B]
         if len(tokens) == 0:
             return None
