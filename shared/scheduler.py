@@ -128,8 +128,7 @@ class Scheduler:
         step's result is processed here, after this batch was scheduled:
         `schedule_next` then `process_last`, which an executor may split to run the
         batch's forward while the last result is processed."""
-        batch = self.schedule_next(now)
-        return batch if self.pending is None else self.process_last(batch)
+        return self.process_last(self.schedule_next(now))
 
     def schedule_next(self, now: float) -> ScheduleBatch | None:
         """Schedule the next batch; under overlap the last result stays unprocessed."""
@@ -145,8 +144,9 @@ class Scheduler:
         """Process the launched step's result, `inflight` (from schedule_next) scheduled
         since. Returns `inflight`, or when it is None the batch that what the result freed
         lets run (SGLang's next loop turn; None if nothing)."""
-        if self.pending is not None:
-            self._process_pending(inflight)
+        if self.pending is None:
+            return inflight
+        self._process_pending(inflight)
         if inflight is not None:
             return inflight
         return self.schedule_next(self.step_start)
@@ -218,7 +218,8 @@ class Scheduler:
         stays launched, its result processed by the next get_next_batch_to_run, as a
         single step's would be. Returns take_finished()."""
         overlap = self.config.overlap
-        # NOTE: no finish can come from the last step, and none came since it was scheduled
+        # NOTE: quiet: the last step can finish no request (steps_before_finish) and none is
+        # pending; rows it must discard (a later retraction) are found through its mark
         quiet = not finish_last and not self.pending_aborts and not self._finished_since_filter
         self._after_result(decode_run.apply_decode_run(
             self, tokens, starts, graph, padded_batch_size, finish_last and not overlap,
