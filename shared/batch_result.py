@@ -22,6 +22,7 @@ from shared.logit_rows import LogitRows, recorded_decode_rows
 from shared.model_runner import RunnerOutput
 from shared.req import Req
 from shared.schedule_batch import ScheduleBatch
+from shared.step_record import StepValues
 
 if TYPE_CHECKING:
     from shared.scheduler import Scheduler
@@ -246,22 +247,23 @@ class BatchResultProcessor:
                      padded_batch_size: int | None, recorded: np.ndarray, step: LaunchedStep,
                      gone: np.ndarray | None) -> None:
         s, pos = self.s, batch.positions()
-        if batch.forward_mode.is_extend():
-            extend = (batch.prefix_lens, batch.extend_lens, pos.extend_start_loc,
-                      batch.extend_logprob_start_lens)
-        else:
-            empty = np.zeros(0, np.int64)
-            extend = (empty, empty, empty, empty)
-        observed = step.observed or (len(s.waiting_queue),
-                                     s.mem.allocator.size - s.mem.allocator.available_size())
-        overlap_rows = () if gone is None else tuple(np.flatnonzero(gone).tolist())
-        # NOTE: StepRecord's field order (shared.trace.STEP_FIELDS)
-        s.trace.append_step_values((
-            s.step, batch.forward_mode.name, batch.rids, batch.input_ids, pos.positions,
-            batch.out_cache_loc, batch.req_pool_indices, batch.seq_lens, *extend,
-            rows.pruned_rows, rows.sample_indices, recorded, bool(graph),
-            padded_batch_size or len(batch), step.start, step.end - step.start, *observed,
-            overlap_rows))
+        extend = batch.forward_mode.is_extend()
+        empty = np.zeros(0, np.int64)
+        queue, used = step.observed or (len(s.waiting_queue),
+                                        s.mem.allocator.size - s.mem.allocator.available_size())
+        s.trace.append_step_values(StepValues(
+            step=s.step, forward_mode=batch.forward_mode.name, rids=batch.rids,
+            input_ids=batch.input_ids, positions=pos.positions, out_cache_loc=batch.out_cache_loc,
+            req_pool_indices=batch.req_pool_indices, seq_lens=batch.seq_lens,
+            extend_prefix_lens=batch.prefix_lens if extend else empty,
+            extend_seq_lens=batch.extend_lens if extend else empty,
+            extend_start_loc=pos.extend_start_loc if extend else empty,
+            extend_logprob_start_lens=batch.extend_logprob_start_lens if extend else empty,
+            pruned_rows=rows.pruned_rows, sample_indices=rows.sample_indices,
+            next_token_ids=recorded, graph=bool(graph),
+            padded_batch_size=padded_batch_size or len(batch), start_time=step.start,
+            duration=step.end - step.start, queue_len=queue, kv_used_tokens=used,
+            overlap_rows=() if gone is None else tuple(np.flatnonzero(gone).tolist())))
         s.step += 1
 
 

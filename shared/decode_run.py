@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from shared.logit_rows import recorded_decode_rows
+from shared.step_record import StepValues
 
 if TYPE_CHECKING:
     from shared.kv_memory import KVMemory
@@ -195,10 +196,12 @@ def _record(s: Scheduler, batch: ScheduleBatch, inputs: np.ndarray, positions: n
     rows, _, empty = recorded_decode_rows(len(batch))
     rids, pool_rows, first, queue = batch.rids, batch.req_pool_indices, s.step, len(s.waiting_queue)
     seq_lens = positions + 1                                         # [k, B]
-    # NOTE: StepRecord's field order (shared.trace.STEP_FIELDS)
-    s.trace.append_steps_values([
-        (first + j, "DECODE", rids, inputs[j], positions[j], slots[j], pool_rows, seq_lens[j],
-         empty, empty, empty, empty, rows, rows, tokens[j], graph, padded, starts[j],
-         starts[j + 1] - starts[j], queue, used[j], ())
-        for j in range(len(tokens))])
+    s.trace.append_steps_values([StepValues(
+        step=first + j, forward_mode="DECODE", rids=rids, input_ids=inputs[j],
+        positions=positions[j], out_cache_loc=slots[j], req_pool_indices=pool_rows,
+        seq_lens=seq_lens[j], extend_prefix_lens=empty, extend_seq_lens=empty,
+        extend_start_loc=empty, extend_logprob_start_lens=empty, pruned_rows=rows,
+        sample_indices=rows, next_token_ids=tokens[j], graph=graph, padded_batch_size=padded,
+        start_time=starts[j], duration=starts[j + 1] - starts[j], queue_len=queue,
+        kv_used_tokens=used[j]) for j in range(len(tokens))])
     s.step += len(tokens)

@@ -13,6 +13,34 @@ INT_TUPLE_FIELDS = (
 )
 
 
+class StepValues(NamedTuple):
+    """A step as the scheduler records it (`Trace.append_step_values`): StepRecord's fields
+    by name, in its order, arrays as numpy arrays (StepRecord holds tuples of ints)."""
+
+    step: int
+    forward_mode: str
+    rids: tuple[str, ...]
+    input_ids: Any
+    positions: Any
+    out_cache_loc: Any
+    req_pool_indices: Any
+    seq_lens: Any
+    extend_prefix_lens: Any
+    extend_seq_lens: Any
+    extend_start_loc: Any
+    extend_logprob_start_lens: Any
+    pruned_rows: Any
+    sample_indices: Any
+    next_token_ids: Any
+    graph: bool
+    padded_batch_size: int
+    start_time: float
+    duration: float
+    queue_len: int = 0
+    kv_used_tokens: int = 0
+    overlap_rows: Any = ()
+
+
 class FieldDiff(NamedTuple):
     field: str
     left: Any

@@ -5,8 +5,8 @@ model's config.json, the executor (device or hardware key) and every request (ar
 prompt, sampling parameters, final output length, finish reason, timings). Then one line
 per StepRecord. A trace file alone is enough to replay a run.
 
-NOTE: the scheduler appends steps as tuples of field values in StepRecord order
-(`STEP_FIELDS`), arrays as numpy arrays; they become `StepRecord`s (tuples of ints) when
+NOTE: the scheduler appends steps as `StepValues` (StepRecord's fields by name, in its order
+`STEP_FIELDS`, arrays as numpy arrays); they become `StepRecord`s (tuples of ints) when
 `steps` is first read after an append. That keeps the per-step cost and the memory of a
 long simulation small.
 """
@@ -27,7 +27,7 @@ import numpy as np
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.finish_reason import FinishReason
 from shared.sampling_params import SamplingParams
-from shared.step_record import StepRecord
+from shared.step_record import StepRecord, StepValues
 
 STEP_FIELDS = tuple(f.name for f in dataclasses.fields(StepRecord))
 _FIELD_INDEX = MappingProxyType({name: i for i, name in enumerate(STEP_FIELDS)})
@@ -109,12 +109,12 @@ class Trace:
         may be numpy arrays (converted when read)."""
         self._pending.append(tuple(fields[n] if n in fields else _FIELD_DEFAULTS[n] for n in STEP_FIELDS))
 
-    def append_step_values(self, values: tuple) -> None:
-        """Record one step given as its field values in STEP_FIELDS order."""
+    def append_step_values(self, values: StepValues) -> None:
+        """Record one step, its fields by name (`StepValues`)."""
         self._pending.append(values)
 
-    def append_steps_values(self, steps: list[tuple]) -> None:
-        """Record steps given as field values in STEP_FIELDS order, in order."""
+    def append_steps_values(self, steps: list[StepValues]) -> None:
+        """Record steps (`StepValues`), in order."""
         self._pending.extend(steps)
 
     def __iter__(self) -> Iterator[StepRecord]:

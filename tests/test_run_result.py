@@ -191,3 +191,16 @@ def test_itl_per_request_sums_to_e2e_minus_ttft(timelines):
     if gaps:
         weighted = (df["tpot"] * (df["output_len"] - 1)).sum()
         assert weighted == pytest.approx(expected)
+
+
+def test_step_values_name_every_step_record_field_in_its_order():
+    """The scheduler's by-name step records (StepValues) are StepRecord's fields, in order,
+    with the same defaults."""
+    import dataclasses
+
+    from shared.step_record import StepRecord, StepValues
+
+    fields = dataclasses.fields(StepRecord)
+    assert StepValues._fields == tuple(f.name for f in fields)
+    assert StepValues._field_defaults == {f.name: f.default for f in fields
+                                          if f.default is not dataclasses.MISSING}
