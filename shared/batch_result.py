@@ -89,15 +89,18 @@ class BatchResultProcessor:
         return done
 
     def process_decoded(self, batch: ScheduleBatch, ids: np.ndarray, now: float, graph: bool,
-                        padded_batch_size: int) -> list[Req]:
+                        padded_batch_size: int, observed: tuple[int, int] | None = None,
+                        inflight: ScheduleBatch | None = None) -> list[Req]:
         """`process` for a decode step whose ids ([B]) every request's output_ids already end
-        with (the last step of a decode run, shared.decode_run), with no caller finishes."""
-        done = self._finish_decoded(batch, ids, now)
+        with (a step of a decode run, shared.decode_run), with no caller finishes and no row
+        to discard; `observed` and `inflight` as a LaunchedStep's and `process`'s."""
+        done = self._finish_decoded(batch, ids, now, inflight=inflight)
         batch.output_ids = ids
         output = RunnerOutput(recorded_decode_rows(len(batch)), (len(batch), 0), graph=graph,
                               padded_batch_size=padded_batch_size)
         self._record_step(batch, output.logit_rows, graph, padded_batch_size, ids,
-                          LaunchedStep(batch, output, ids, self.s.step_start, now, {}, None), None)
+                          LaunchedStep(batch, output, ids, self.s.step_start, now, {}, observed),
+                          None)
         return done
 
     def _discarded(self, batch: ScheduleBatch) -> np.ndarray | None:

@@ -10,13 +10,15 @@ returned a DECODE batch (step 0, already prepared):
     limit = scheduler.decode_run_limit(max_steps)        # step 0 and the steps that may follow
     tokens = ...                                         # [k, B], k <= limit.steps: their tokens
     f = scheduler.decode_run_steps_before_finish(tokens, limit.length_limit_step)
-    m, last = (f + 1, True) if f < k else (f, False)
+    m = min(f + 1 + overlap, k)                          # overlap: the step after f too
     done = scheduler.apply_decode_run(tokens[:m], starts, graph, padded_batch_size,
-                                      finish_last=last)  # steps 0..m-1, step f's result too
+                                      finish_step=f if f < k else None)
 
-With `finish_last`, the last applied step is the one in which a request may end: its result
-is processed as `process_batch_result` processes a decode step's (at its end time,
-starts[m]) and the requests that finished are returned.
+Step f is the one in which a request may end: its result is processed as
+`process_batch_result` processes a decode step's (at its end time, starts[f + 1]) and the
+requests that finished are returned. Under the overlap schedule the run's last step stays
+launched (its result is processed by the next `get_next_batch_to_run`), so the run takes
+the step after f as well, scheduled before f's result is processed.
 
 That leaves the scheduler, the KV memory, the requests and the trace exactly as rounds of
 `process_batch_result` -> `get_next_batch_to_run` would have, start times and durations
@@ -47,21 +49,22 @@ class DecodeRunLimit(NamedTuple):
 
 
 def decode_run_limit(batch: ScheduleBatch, mem: KVMemory, steady: bool,
-                     max_steps: int) -> DecodeRunLimit:
+                     max_steps: int, overlap: bool = False) -> DecodeRunLimit:
     """How many decode steps, the one just scheduled (`batch`, prepared by
     get_next_batch_to_run) first, could follow one another with no scheduling decision,
     provided none of them but the last finishes a request: at least 1; more only while the
     scheduler is `steady` (nothing can be admitted, no request is chunked, aborted or just
     finished) and every step finds its KV slots (free, or at page size 1 freed by evicting
     cached prefixes as check_decode_mem does, never by retracting); at most up to the
-    first step in which a request may reach its length limit. Tokens can end requests
+    first step in which a request may reach its length limit (under `overlap`, the step
+    after it: scheduled before that step's result is processed). Tokens can end requests
     earlier: see steps_before_finish."""
     lens = batch.output_lens()
     to_limit = steps_to_length_limit(batch, lens)
     if not steady:
         return DecodeRunLimit(1, to_limit, lens)
     free = _steps_with_slots(mem, batch, max_steps)
-    return DecodeRunLimit(max(1, min(max_steps, to_limit + 1, 1 + free)), to_limit, lens)
+    return DecodeRunLimit(max(1, min(max_steps, to_limit + 1 + overlap, 1 + free)), to_limit, lens)
 
 
 def steps_to_length_limit(batch: ScheduleBatch, output_lens: np.ndarray) -> int:
@@ -104,13 +107,15 @@ def steps_before_finish(s: Scheduler, tokens: np.ndarray, length_limit_step: int
 
 def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], graph: bool,
                      padded_batch_size: int, finish_last: bool = False,
-                     pend_last: bool = False) -> list[Req]:
+                     pend_last: bool = False, finish_before_last: bool = False) -> list[Req]:
     """Apply k = len(tokens) >= 1 decode steps, the first the scheduled one; step j starts at
     starts[j] and ends at starts[j + 1]. With `finish_last`, step k - 1's result is processed
     as process_batch_result would (finishing requests at starts[k]); returns the requests
     that finished. With `pend_last` (the overlap schedule), step k - 1 is scheduled (the
     batch holds its state and tokens[k - 1] as output_ids) but its result is left for the
-    caller to keep as launched. The caller checked the steps against decode_run_limit and
+    caller to keep as launched; with `finish_before_last` too, step k - 2's result is
+    processed (finishing requests at starts[k - 1]) after step k - 1 was scheduled, as the
+    overlap loop processes it. The caller checked the steps against decode_run_limit and
     steps_before_finish."""
     batch = s.running_batch
     k, seq0 = len(tokens), batch.seq_lens                            # seq0: step 0's lengths
@@ -127,18 +132,33 @@ def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], grap
         list(map(list.extend, outputs, tokens[:kept].T.tolist()))
     elif kept:
         list(map(list.append, outputs, tokens[0].tolist()))
-    recorded = n if finish_last or pend_last else k                  # the last is recorded below
+    recorded = n - finish_before_last if finish_last or pend_last else k  # the rest below
     if recorded:
         positions = seq0 - 1 + np.arange(k)[:, None] if positions is None else positions
         _record(s, batch, inputs[:recorded], positions, slots, tokens[:recorded], [used0, *used],
                 starts, graph, padded_batch_size)
     for _ in range(n):
         s.new_token_ratio.on_decode()
+    done = _finish_step(s, batch, n - 1, (seq0, inputs, slots, tokens), [used0, *used], starts,
+                        graph, padded_batch_size) if finish_before_last else []
     batch.set_decode_state(seq0 + n, inputs[n], slots[n], tokens[n])
     s.step_start = starts[n]
     if not finish_last or pend_last:
-        return []
+        return done
     return s.results.process_decoded(batch, tokens[n], starts[k], graph, padded_batch_size)
+
+
+def _finish_step(s: Scheduler, batch: ScheduleBatch, j: int, run: tuple, used: list[int],
+                 starts: list[float], graph: bool, padded: int) -> list[Req]:
+    """Process step j of a run (overlap) after step j + 1 was scheduled: requests finishing
+    now also free the slots step j + 1 allocated for them."""
+    seq0, inputs, slots, tokens = run
+    batch.set_decode_state(seq0 + j, inputs[j], slots[j], tokens[j])
+    s.step_start = starts[j]
+    inflight = batch.copy_for_result()
+    inflight.seq_lens = seq0 + j + 1                                 # step j + 1's lengths
+    return s.results.process_decoded(batch, tokens[j], starts[j + 1], graph, padded,
+                                     observed=(len(s.waiting_queue), used[j]), inflight=inflight)
 
 
 def _schedule_steps(mem: KVMemory, batch: ScheduleBatch, tokens: np.ndarray):

@@ -204,7 +204,7 @@ class Scheduler:
         steady = (self.last_batch is batch and batch.forward_mode.is_decode()
                   and not self.pending_aborts and not self._finished_since_filter
                   and self.chunked_req is None and (self.batch_is_full or not self.waiting_queue))
-        return decode_run.decode_run_limit(batch, self.mem, steady, max_steps)
+        return decode_run.decode_run_limit(batch, self.mem, steady, max_steps, self.config.overlap)
 
     def decode_run_steps_before_finish(self, tokens, length_limit_step: int) -> int:
         """Leading steps of `tokens` [k, B] in which no request can finish
@@ -212,27 +212,30 @@ class Scheduler:
         return decode_run.steps_before_finish(self, tokens, length_limit_step)
 
     def apply_decode_run(self, tokens, starts: list[float], graph: bool, padded_batch_size: int,
-                         finish_last: bool = False) -> list[Req]:
-        """Apply len(tokens) decode steps at once, exactly as that many single steps (with
-        `finish_last`, the last one's result processed too). Under overlap the last step
-        stays launched, its result processed by the next get_next_batch_to_run, as a
-        single step's would be. Returns take_finished()."""
-        overlap = self.config.overlap
+                         finish_step: int | None = None) -> list[Req]:
+        """Apply len(tokens) decode steps at once, exactly as that many single steps; step
+        `finish_step` may finish requests: the last step, or under overlap the last or the
+        one before. Under overlap the last step stays launched, its result processed by the
+        next get_next_batch_to_run, as a single step's would be. Returns take_finished()."""
+        k, overlap = len(tokens), self.config.overlap
+        if not overlap:
+            self._after_result(decode_run.apply_decode_run(
+                self, tokens, starts, graph, padded_batch_size, finish_last=finish_step is not None))
+            return self.take_finished()
+        before = finish_step == k - 2
         # NOTE: quiet: the last step can finish no request (steps_before_finish) and none is
         # pending; rows it must discard (a later retraction) are found through its mark
-        quiet = not finish_last and not self.pending_aborts and not self._finished_since_filter
+        quiet = finish_step is None and not self.pending_aborts and not self._finished_since_filter
+        # NOTE: a run's later steps are scheduled here, before step finish_step's result is
+        # processed; its first by get_next_batch_to_run
+        mark = self._mark if k == 1 else self.finish_count
         self._after_result(decode_run.apply_decode_run(
-            self, tokens, starts, graph, padded_batch_size, finish_last and not overlap,
-            pend_last=overlap))
-        if overlap:
-            b = len(self.running_batch)
-            out = RunnerOutput(recorded_decode_rows(b), (b, 0), graph=graph,
-                               padded_batch_size=padded_batch_size)
-            # NOTE: a run's later steps are scheduled here; its first, by get_next_batch_to_run
-            mark = self._mark if len(tokens) == 1 else self.finish_count
-            self._launch(LaunchedStep(self.running_batch, out, self.running_batch.output_ids,
-                                      starts[len(tokens) - 1], starts[len(tokens)], {}, None,
-                                      quiet, mark))
+            self, tokens, starts, graph, padded_batch_size, pend_last=True, finish_before_last=before))
+        b = len(self.running_batch)
+        out = RunnerOutput(recorded_decode_rows(b), (b, 0), graph=graph,
+                           padded_batch_size=padded_batch_size)
+        self._launch(LaunchedStep(self.running_batch, out, self.running_batch.output_ids,
+                                  starts[k - 1], starts[k], {}, None, quiet, mark))
         return self.take_finished()
 
     def _merge_last_batch(self) -> None:

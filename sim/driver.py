@@ -195,11 +195,14 @@ class EngineLoop:
         if len(tokens) == 0:
             return None
         f = sched.decode_run_steps_before_finish(tokens, limit.length_limit_step)
-        m = min(f + 1, len(tokens))  # step f, if in the run, may finish a request: applied last
+        # NOTE: step f, if in the run, may finish a request: the run ends with it, or under
+        # overlap with the step after it (scheduled before f's result is processed)
+        m = min(f + 1 + sched.config.overlap, len(tokens))
         # NOTE: the run's results are in at its start; the hook is not asked, as the token
         # source's `finished` cannot end a request inside a run (steps_before_end cut it).
         self.count_finished(sched.apply_decode_run(tokens[:m], starts, times.graph,
-                                                   times.padded_batch_size, finish_last=f < len(tokens)))
+                                                   times.padded_batch_size,
+                                                   finish_step=f if f < len(tokens) else None))
         return starts[m]
 
     def sleep_until(self, t: float) -> Iterator[simpy.Event]:
