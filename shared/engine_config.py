@@ -66,6 +66,10 @@ class EngineConfig:
                      "context_length"):
             if getattr(self, name) is not None:
                 _positive(name, getattr(self, name))
+        for name in ("enable_mixed_chunk", "disable_radix_cache", "disable_cuda_graph",
+                     "disable_overlap_schedule"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.schedule_policy not in SCHEDULE_POLICIES:
             raise ValueError(f"schedule_policy: unknown policy {self.schedule_policy!r}; "
                              f"choose one of {', '.join(SCHEDULE_POLICIES)}")

@@ -240,3 +240,13 @@ def test_model_info_round_trips_through_json():
     back = ModelInfo.from_dict(d)
     assert back == info and back.eos_token_ids == (2, 32001)
     assert dataclasses.asdict(back) == dataclasses.asdict(info)
+
+
+@pytest.mark.parametrize("name", ["enable_mixed_chunk", "disable_radix_cache", "disable_cuda_graph",
+                                  "disable_overlap_schedule"])
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_switches_must_be_booleans(name, value):
+    """A switch given as a string, an int or None is refused naming it (a string 'no' would
+    otherwise read as true)."""
+    with pytest.raises(ValueError, match=f"{name} must be True or False"):
+        EngineConfig(**{name: value})
