@@ -67,7 +67,8 @@ def test_bad_input_is_one_line_on_stderr(args, match, capsys):
 
 def test_the_command_line_loads_without_torch_or_matplotlib():
     """Building the parsers (`batchtwin simulate`, `plan`, --help) imports neither torch nor
-    matplotlib: only calibrate, fidelity and generate load them, when they run."""
+    matplotlib: only calibrate, fidelity, generate and explain (without --sim-only) load
+    them, when they run."""
     code = ("import sys; from experiments.cli import build_parser; build_parser(); "
             "print(','.join(m for m in ('torch', 'matplotlib', 'exec') if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
