@@ -14,17 +14,10 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NamedTuple
 
-from experiments import (
-    calibrate_cmd,
-    explain_cmd,
-    fidelity_cmd,
-    generate_cmd,
-    plan_cmd,
-    prefix_reuse,
-    replay_cmd,
-    simulate_cmd,
-)
+from experiments import explain_cmd, generate_cmd, prefix_reuse, replay_cmd, simulate_cmd
+from experiments.calibration import calibrate_cmd, fidelity_cmd
 from experiments.exec_extra import needs_exec
+from experiments.plan import cmd as plan_cmd
 
 
 class Command(NamedTuple):

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from experiments import calibrate_cmd
-from experiments.calibration import CalibrationConfig, calibrate
-from experiments.calibration_grid import ShapeGrid, scenarios
+from experiments.calibration import calibrate_cmd
+from experiments.calibration.grid import ShapeGrid, scenarios
+from experiments.calibration.run import CalibrationConfig, calibrate
 from experiments.cli import main
 from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
 from sim.calibrated import CalibratedCostModel
@@ -109,8 +109,8 @@ def test_calibrate_bad_input_is_one_clear_line(capsys):
 def test_fidelity_can_recalibrate_before_every_run(tiny):
     """With a calibration per run on the same engine, each run gets its own fitted model and
     the real trace still re-schedules identically; the engine is left reset and leak-free."""
-    from experiments.calibration import calibrate_engine, calibration_engine
-    from experiments.fidelity import WorkloadSpec, run_fidelity
+    from experiments.calibration.fidelity import WorkloadSpec, run_fidelity
+    from experiments.calibration.run import calibrate_engine, calibration_engine
 
     c = CalibrationConfig(model=tiny, dtype="float32", threads=1, repeats=1, chunk_size=32,
                           max_total_tokens=4096, online_requests=0, train_grid=SMALL,
@@ -132,7 +132,7 @@ def test_fidelity_can_recalibrate_before_every_run(tiny):
 def test_missing_default_model_falls_back_to_a_tiny_random_model(tmp_path, monkeypatch, capsys):
     """Without SmolLM2 installed, calibrate and fidelity use a tiny random checkpoint and say so."""
     import exec.model_files as model_files
-    from experiments.calibration import resolve_model
+    from experiments.calibration.run import resolve_model
 
     def missing():
         raise model_files.ModelNotFoundError("the default model is not installed")

@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 
 from experiments.cli import main
-from experiments.plan_cmd import EXIT_INFEASIBLE
-from experiments.plan_grid import Grid, parse_list
-from experiments.plan_report import SECTIONS
-from experiments.plan_search import RateSearch
-from experiments.plan_slo import SLOTargets
+from experiments.plan.cmd import EXIT_INFEASIBLE
+from experiments.plan.grid import Grid, parse_list
+from experiments.plan.report import SECTIONS
+from experiments.plan.search import RateSearch
+from experiments.plan.slo import SLOTargets
 
 SMALL = ["plan", "--model", "smollm2-135m", "--workload", "synthetic", "--prompt-len", "64",
          "--output-len", "16", "--num-requests", "40", "--seeds", "1", "--rate-tolerance", "0.2",
@@ -123,9 +123,9 @@ def test_process_pool_returns_the_serial_results_in_order():
     """Two worker processes give the same results, in submission order, as a serial run."""
     from tqdm import tqdm
 
-    from experiments.plan_grid import Candidate
-    from experiments.plan_point import PlanSpec, Point, WorkloadSpec
-    from experiments.plan_pool import PointPool
+    from experiments.plan.grid import Candidate
+    from experiments.plan.point import PlanSpec, Point, WorkloadSpec
+    from experiments.plan.pool import PointPool
 
     spec = PlanSpec("smollm2-135m", WorkloadSpec("synthetic", 12, 32, 4),
                     SLOTargets.parse("ttft_p90=1s"), seeds=(0,))

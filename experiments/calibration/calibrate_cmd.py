@@ -3,7 +3,7 @@
     batchtwin calibrate [--model PATH] [--dtype bfloat16] [--threads 1] [--repeats 2] \
         [--out batchtwin-calibration]
 
-Runs the real executor over a grid of batch shapes (experiments.calibration_grid), fits
+Runs the real executor over a grid of batch shapes (experiments.calibration.grid), fits
 `sim.CalibratedCostModel` on the training grid, and reports its error on the held-out grid
 and on a real online trace re-priced by `sim.replay`. Writes to `--out`:
 
@@ -24,10 +24,10 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiments.calibration_config import CalibrationConfig
+from experiments.calibration.config import CalibrationConfig
 
 if TYPE_CHECKING:
-    from experiments.calibration import Calibration
+    from experiments.calibration.run import Calibration
 
 HELP = "fit the simulator's cost model to the real executor on this machine"
 DTYPES = ("bfloat16", "float32", "float16")
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     c = CalibrationConfig(model=args.model, device=args.device, dtype=args.dtype,
                           threads=args.threads, repeats=args.repeats, seed=args.seed,
                           temperature=args.temperature)
-    from experiments.calibration import calibrate  # NOTE: torch, once the arguments are good
+    from experiments.calibration.run import calibrate  # NOTE: torch, once the arguments are good
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

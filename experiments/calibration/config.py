@@ -1,4 +1,4 @@
-"""`CalibrationConfig`: what `batchtwin calibrate` measures and how (experiments.calibration).
+"""`CalibrationConfig`: what `batchtwin calibrate` measures and how (experiments.calibration.run).
 
 NOTE: its own module, free of torch, so that the command line can build its parsers (and
 run `batchtwin simulate` or `plan`) without importing the real executor.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from experiments.calibration_grid import HELD_OUT_GRID, TRAIN_GRID, ShapeGrid
+from experiments.calibration.grid import HELD_OUT_GRID, TRAIN_GRID, ShapeGrid
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from experiments.plan_limits import active_tokens
-from experiments.plan_slo import SLOTargets
+from experiments.plan.limits import active_tokens
+from experiments.plan.slo import SLOTargets
 
 PLOTS = {"latency": "latency_vs_rate.png", "goodput": "goodput_vs_rate.png",
          "kv": "kv_usage.png", "batch": "batch_composition.png"}

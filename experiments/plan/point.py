@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from experiments.plan_grid import Candidate
-from experiments.plan_limits import load_stats
-from experiments.plan_slo import SLOTargets
+from experiments.plan.grid import Candidate
+from experiments.plan.limits import load_stats
+from experiments.plan.slo import SLOTargets
 
 SUMMARY_KEYS = ("completed", "request_throughput", "output_throughput", "num_retractions",
                 *(f"{m}_{s}" for m in ("ttft", "tpot", "itl", "e2e")

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from experiments.fidelity import LATENCIES, RunFidelity
+from experiments.calibration.fidelity import LATENCIES, RunFidelity
 
 
 def plot_step_times(runs: list[RunFidelity], path: Path) -> None:

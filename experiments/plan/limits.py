@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from experiments.plan_slo import format_rate
+from experiments.plan.slo import format_rate
 
 BUSY = 0.9           # engine busy at least this fraction of the run: compute saturated
 BLOCKED = 0.2        # decode steps with requests waiting: admission is what binds

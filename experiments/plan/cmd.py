@@ -21,8 +21,8 @@ import os
 import sys
 from pathlib import Path
 
-from experiments.plan_grid import NONE_WORDS, Grid, check_candidates, parse_list
-from experiments.plan_slo import DEFAULT_SLO, format_rate
+from experiments.plan.grid import NONE_WORDS, Grid, check_candidates, parse_list
+from experiments.plan.slo import DEFAULT_SLO, format_rate
 
 HELP = "find the highest request rate within SLOs and rank configurations by goodput per GPU"
 EXIT_INFEASIBLE = 3
@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
 
 def build_plan(args: argparse.Namespace):
     """(PlanSpec, Grid) from the flags; ValueError naming the bad flag."""
-    from experiments.plan_point import PlanSpec, WorkloadSpec
-    from experiments.plan_slo import SLOTargets
+    from experiments.plan.point import PlanSpec, WorkloadSpec
+    from experiments.plan.slo import SLOTargets
 
     if args.num_requests < MIN_REQUESTS:
         raise ValueError(f"--num-requests must be at least {MIN_REQUESTS}, got {args.num_requests}")
@@ -102,8 +102,8 @@ def execute(spec, grid: Grid, candidates, args: argparse.Namespace) -> int:
     """Search, rank, run the curve of the best, write everything; the exit code."""
     from tqdm import tqdm
 
-    from experiments.plan_pool import PointPool
-    from experiments.plan_search import curve_points, rank, search_rates
+    from experiments.plan.pool import PointPool
+    from experiments.plan.search import curve_points, rank, search_rates
 
     workload = spec.workload.build(1.0, spec.seeds[0], _vocab(spec.model))  # bad flags fail here
     out = Path(args.out)
@@ -134,7 +134,7 @@ def _vocab(model: str) -> int:
 def write_outputs(out: Path, spec, ranked, results, curve, config: dict) -> None:
     """runs.csv (`results`), sweep.csv, plots (from `curve`, the best's runs around its
     rate), config.json (`config` and the result) and report.md."""
-    from experiments.plan_report import render_report, runs_frame, sweep_frame
+    from experiments.plan.report import render_report, runs_frame, sweep_frame
 
     best = ranked[0]
     runs_frame(results).to_csv(out / "runs.csv", index=False)
@@ -151,8 +151,8 @@ def write_outputs(out: Path, spec, ranked, results, curve, config: dict) -> None
 
 def draw(out: Path, spec, best, curve):
     """The plots; returns (file names, the best's effective engine config)."""
-    from experiments.plan_plots import write_plots
-    from experiments.plan_point import Point, simulate_point
+    from experiments.plan.plots import write_plots
+    from experiments.plan.point import Point, simulate_point
 
     run = simulate_point(spec, Point(best.candidate, best.rate, spec.seeds[0], "detail"))
     title = f"{spec.model}, {best.candidate.label}, chosen rate {format_rate(best.rate)} req/s"
@@ -163,7 +163,7 @@ def draw(out: Path, spec, best, curve):
 def plan_config(spec, grid: Grid, args, generator: dict) -> dict:
     """The exact configuration: flags as given, what they resolved to, the generator's
     parameters (rate and seed vary per run)."""
-    from experiments.plan_point import FLOOR_REQUESTS, PROBE_SCALE
+    from experiments.plan.point import FLOOR_REQUESTS, PROBE_SCALE
 
     generator = {k: v for k, v in generator.items() if k not in ("rate", "seed")}
     return {"command": "plan", "model": spec.model, "slo": args.slo,

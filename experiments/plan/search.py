@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from experiments.plan_grid import Candidate
-from experiments.plan_limits import Limit, diagnose, floor_limit, saturated_limit
-from experiments.plan_point import PlanSpec, Point, PointResult
-from experiments.plan_pool import PointPool
-from experiments.plan_slo import SLOTargets
+from experiments.plan.grid import Candidate
+from experiments.plan.limits import Limit, diagnose, floor_limit, saturated_limit
+from experiments.plan.point import PlanSpec, Point, PointResult
+from experiments.plan.pool import PointPool
+from experiments.plan.slo import SLOTargets
 
 CURVE_FRACTIONS = (0.25, 0.5, 0.75, 0.9, 1.1, 1.25, 1.5)  # of the found rate (1.0 is reused)
 

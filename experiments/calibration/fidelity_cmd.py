@@ -8,7 +8,7 @@ written to --out/calibration); `--recalibrate` calibrates again before every run
 --out/calibration-run<k>), for hosts whose speed drifts between runs. The engine runs with
 mixed chunks and 1024-token chunks (the calibration engine's config). Per run, a real
 online workload (SmolLM2-135M by default, a tiny random model when it
-is not installed) and the same workload in the simulator (experiments.fidelity has the
+is not installed) and the same workload in the simulator (experiments.calibration.fidelity has the
 protocol). Writes `report.md`, `fidelity.json` (configuration, per-run and median figures),
 `latencies.csv`, `steps.csv` (teacher-forced steps) and two plots.
 """
@@ -22,9 +22,9 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from experiments import calibrate_cmd
-from experiments.calibration_config import CalibrationConfig
-from experiments.fidelity import WorkloadSpec, latency_table, medians, run_fidelity
+from experiments.calibration import calibrate_cmd
+from experiments.calibration.config import CalibrationConfig
+from experiments.calibration.fidelity import WorkloadSpec, latency_table, medians, run_fidelity
 from sim.calibrated import CalibratedCostModel
 
 HELP = "measure the simulator against the real executor (teacher forced and free running)"
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    from experiments.calibration import calibration_engine, resolve_model  # NOTE: torch
+    from experiments.calibration.run import calibration_engine, resolve_model  # NOTE: torch
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -108,7 +108,7 @@ def _check(args: argparse.Namespace) -> str | None:
 
 
 def _calibrate(engine, c: CalibrationConfig, model: str, out: Path) -> CalibratedCostModel:
-    from experiments.calibration import calibrate_engine
+    from experiments.calibration.run import calibrate_engine
 
     result = calibrate_engine(engine, c, model)
     calibrate_cmd.write(result, c, out)
@@ -119,7 +119,10 @@ def _calibrate(engine, c: CalibrationConfig, model: str, out: Path) -> Calibrate
 def write(out: Path, runs, config: dict) -> None:
     import pandas as pd
 
-    from experiments.fidelity_plots import plot_latencies, plot_step_times  # NOTE: matplotlib
+    from experiments.calibration.fidelity_plots import (  # NOTE: matplotlib
+        plot_latencies,
+        plot_step_times,
+    )
 
     med = medians(runs)
     (out / "fidelity.json").write_text(json.dumps(

@@ -9,10 +9,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from experiments.plan_grid import KNOBS, Candidate, show
-from experiments.plan_point import PlanSpec, PointResult
-from experiments.plan_search import Outcome
-from experiments.plan_slo import format_rate, format_seconds
+from experiments.plan.grid import KNOBS, Candidate, show
+from experiments.plan.point import PlanSpec, PointResult
+from experiments.plan.search import Outcome
+from experiments.plan.slo import format_rate, format_seconds
 
 SECTIONS = ("Recommendation", "Headroom", "Limits", "Sweep")
 LOAD_ROWS = (("kv_used_peak", "KV slots in use, peak (with prefix cache)", "pct"),

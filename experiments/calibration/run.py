@@ -3,7 +3,7 @@ shapes, fit `sim.CalibratedCostModel`, and check it on shapes it was not fitted 
 real online trace re-priced by `sim.replay` (teacher forcing).
 
 Protocol: a fixed torch thread count, one warm-up pass (discarded), then `repeats` passes
-over the training grid and the held-out grid (`experiments.calibration_grid`); every step of
+over the training grid and the held-out grid (`experiments.calibration.grid`); every step of
 every pass is a data point. The fit uses the training steps only.
 """
 
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import torch
 
-from experiments.calibration_config import CalibrationConfig
-from experiments.calibration_grid import Scenario, scenarios
+from experiments.calibration.config import CalibrationConfig
+from experiments.calibration.grid import Scenario, scenarios
 from experiments.machine_probe import MachineRates, measure_machine
 from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
 from shared.sampling_params import SamplingParams

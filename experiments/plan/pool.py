@@ -7,7 +7,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 
 from tqdm import tqdm
 
-from experiments.plan_point import PlanSpec, Point, PointResult, run_point
+from experiments.plan.point import PlanSpec, Point, PointResult, run_point
 
 
 class PointPool:

@@ -1,0 +1,1 @@
+"""`batchtwin plan`: capacity plans (the command, its grid, search, report and plots)."""
