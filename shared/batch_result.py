@@ -13,19 +13,18 @@ and a request finishing here also frees the slots the next step allocated for it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from shared.finish_reason import FinishReason
-from shared.logit_rows import LogitRows, recorded_decode_rows
+from shared.kv_memory import KVMemory
+from shared.logit_rows import recorded_decode_rows
 from shared.model_runner import RunnerOutput
 from shared.req import Req
 from shared.schedule_batch import ScheduleBatch
-from shared.step_record import StepValues
-
-if TYPE_CHECKING:
-    from shared.scheduler import Scheduler
+from shared.step_recorder import StepRecorder, StepTimes
+from shared.trace import RequestRecord
 
 
 class LaunchedStep(NamedTuple):
@@ -34,10 +33,8 @@ class LaunchedStep(NamedTuple):
     batch: ScheduleBatch         # as launched (ScheduleBatch.copy_for_result under overlap)
     output: RunnerOutput
     ids: np.ndarray              # [B] int64 sampled ids, a private copy
-    start: float                 # the step's start and end times
-    end: float
+    times: StepTimes             # start, end; queue and KV in use (overlap: at launch)
     finished: dict               # rid -> FinishReason the caller ends after this token
-    observed: tuple[int, int] | None  # (queue_len, kv_used_tokens) at launch; None: at processing
     quiet: bool = False          # a decode the caller knows finishes and discards nothing
     mark: int = -1               # the scheduler's finish count when the step was scheduled
 
@@ -59,49 +56,63 @@ def check_finished(req: Req, token: int, eos_ids: frozenset[int], vocab_size: in
 
 
 class BatchResultProcessor:
-    """The result half of the scheduler; holds no state of its own."""
+    """The result half of the scheduler. It owns no scheduler state: it changes the
+    requests, their KV (`mem`) and their records (`requests`, the trace's), and records
+    steps through `recorder`; what it needs of the scheduler's state comes in as arguments,
+    and the requests it finishes go back to the scheduler, which forgets them."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
-        self.s = scheduler
-        self.eos = frozenset(scheduler.model_info.eos_token_ids)
+    def __init__(self, mem: KVMemory, requests: dict[str, RequestRecord],
+                 recorder: StepRecorder, eos_token_ids, vocab_size: int) -> None:
+        self.mem = mem
+        self.requests = requests
+        self.recorder = recorder
+        self.vocab_size = vocab_size
+        self.eos = frozenset(eos_token_ids)
         self.eos_array = np.array(sorted(self.eos), dtype=np.int64)
 
-    def process(self, step: LaunchedStep, inflight: ScheduleBatch | None = None) -> list[Req]:
-        """Apply `step`'s result. `inflight`: the batch scheduled since (overlap), whose
-        slots for a request that finishes now are freed with it."""
+    def process(self, step: LaunchedStep, *, discard: bool, aborts_pending: bool,
+                chunked_req: Req | None, inflight: ScheduleBatch | None = None) -> list[Req]:
+        """Apply `step`'s result; returns the requests it finished. `discard`: a request
+        finished or was retracted since the step was scheduled (overlap), so rows may be
+        discarded; `aborts_pending`: some request has a pending abort; `chunked_req`: the
+        request chunked now (no caller finish applies to it); `inflight`: the batch
+        scheduled since (overlap), whose slots for a request that finishes now are freed
+        with it."""
         batch, ids = step.batch, step.ids
-        # NOTE: rows are discarded only if a request finished or was retracted since the
-        # step was scheduled (overlap), which moves the scheduler's finish count
-        gone = self._discarded(batch) if self.s.finish_count != step.mark else None
+        gone = self._discarded(batch) if discard else None
         if step.quiet and gone is None:  # a decode run's last step, no finish possible
             list(map(list.append, batch.per_request_info().output_ids, ids.tolist()))
-            self._record_step(batch, step.output.logit_rows, step.output.graph,
-                              step.output.padded_batch_size, ids, step, None)
+            self._record(batch, step, ids, None)
             return []
         if batch.forward_mode.is_extend():
-            done, recorded = self._process_prefill(batch, ids, step.end, gone, inflight)
+            done, recorded = self._process_prefill(batch, ids, step.times.end, gone, inflight,
+                                                   aborts_pending)
         else:
-            done, recorded = self._process_decode(batch, ids, step.end, gone, inflight)
-        done += self._apply_external_finishes(batch, step.finished, step.end, inflight)
-        rows = step.output.logit_rows
-        self._record_step(batch, rows, step.output.graph, step.output.padded_batch_size,
-                          recorded, step, gone)
+            done, recorded = self._process_decode(batch, ids, step.times.end, gone, inflight,
+                                                  aborts_pending)
+        done += self._apply_external_finishes(batch, step.finished, step.times.end, inflight,
+                                              chunked_req)
+        self._record(batch, step, recorded, gone)
         return done
 
-    def process_decoded(self, batch: ScheduleBatch, ids: np.ndarray, now: float, graph: bool,
-                        padded_batch_size: int, observed: tuple[int, int] | None = None,
+    def process_decoded(self, batch: ScheduleBatch, ids: np.ndarray, times: StepTimes,
+                        graph: bool, padded_batch_size: int, *, aborts_pending: bool,
                         inflight: ScheduleBatch | None = None) -> list[Req]:
         """`process` for a decode step whose ids ([B]) every request's output_ids already end
         with (a step of a decode run, shared.decode_run), with no caller finishes and no row
-        to discard; `observed` and `inflight` as a LaunchedStep's and `process`'s."""
-        done = self._finish_decoded(batch, ids, now, inflight=inflight)
+        to discard; the arguments as `process`'s."""
+        done = self._finish_decoded(batch, ids, times.end, aborts_pending, inflight=inflight)
         batch.output_ids = ids
         output = RunnerOutput(recorded_decode_rows(len(batch)), (len(batch), 0), graph=graph,
                               padded_batch_size=padded_batch_size)
-        self._record_step(batch, output.logit_rows, graph, padded_batch_size, ids,
-                          LaunchedStep(batch, output, ids, self.s.step_start, now, {}, observed),
-                          None)
+        self._record(batch, LaunchedStep(batch, output, ids, times, {}), ids, None)
         return done
+
+    def _record(self, batch: ScheduleBatch, step: LaunchedStep, recorded: np.ndarray,
+                gone: np.ndarray | None) -> None:
+        out = step.output
+        self.recorder.record(batch, out.logit_rows, out.graph, out.padded_batch_size, recorded,
+                             step.times, gone)
 
     def _discarded(self, batch: ScheduleBatch) -> np.ndarray | None:
         """[B] bool: rows of requests that finished or were retracted after this step was
@@ -111,19 +122,22 @@ class BatchResultProcessor:
         return gone if gone.any() else None
 
     def _process_decode(self, batch: ScheduleBatch, ids: np.ndarray, now: float,
-                        gone: np.ndarray | None, inflight: ScheduleBatch | None):
+                        gone: np.ndarray | None, inflight: ScheduleBatch | None,
+                        aborts_pending: bool):
         outputs = batch.per_request_info().output_ids
         if gone is None:
             list(map(list.append, outputs, ids.tolist()))
-            return self._finish_decoded(batch, ids, now, inflight=inflight), ids
+            return self._finish_decoded(batch, ids, now, aborts_pending, inflight=inflight), ids
         recorded = np.where(gone, -1, ids)
         for out, tok, g in zip(outputs, ids.tolist(), gone.tolist(), strict=True):
             if not g:
                 out.append(tok)
-        return self._finish_decoded(batch, ids, now, gone=gone, inflight=inflight), recorded
+        return self._finish_decoded(batch, ids, now, aborts_pending, gone=gone,
+                                    inflight=inflight), recorded
 
     def _process_prefill(self, batch: ScheduleBatch, ids: np.ndarray, now: float,
-                         gone: np.ndarray | None, inflight: ScheduleBatch | None):
+                         gone: np.ndarray | None, inflight: ScheduleBatch | None,
+                         aborts_pending: bool):
         """An EXTEND or MIXED step: the prefill rows one by one, then (MIXED) the decode
         rows mixed in after them as a decode step's are processed."""
         recorded = ids.copy()
@@ -136,9 +150,7 @@ class BatchResultProcessor:
             if req.is_chunked > 0:
                 req.is_chunked -= 1
                 skip[i] = True
-                if req.to_finish is not None:
-                    if self.s.chunked_req is req:  # NOTE: overlap: another may be chunked now
-                        self.s.chunked_req = None
+                if req.to_finish is not None:  # NOTE: the scheduler un-chunks it (finished)
                     self._finish(batch, i, req.to_finish, now, inflight)
                     done.append(req)
                 continue
@@ -148,23 +160,24 @@ class BatchResultProcessor:
             if self._append_and_check(batch, i, tok, now, inflight):
                 done.append(req)
             else:
-                self.s.mem.tree_cache.cache_unfinished_req(req)
+                self.mem.tree_cache.cache_unfinished_req(req)
         if n < len(batch):
             for out, tok, g in zip(batch.per_request_info().output_ids[n:], ids[n:].tolist(),
                                    skip[n:].tolist(), strict=True):
                 if not g:
                     out.append(tok)
-            done += self._finish_decoded(batch, ids, now, start=n, gone=gone, inflight=inflight)
+            done += self._finish_decoded(batch, ids, now, aborts_pending, start=n, gone=gone,
+                                         inflight=inflight)
         recorded[skip] = -1
         return done, recorded
 
     def _finish_decoded(self, batch: ScheduleBatch, ids: np.ndarray, now: float,
-                        start: int = 0, gone: np.ndarray | None = None,
+                        aborts_pending: bool, start: int = 0, gone: np.ndarray | None = None,
                         inflight: ScheduleBatch | None = None) -> list[Req]:
         """Finish the requests of a decode step (rows `start` on, not `gone`) whose tokens
         `ids` were appended."""
         maybe = self.may_finish(batch, ids)
-        if self.s.pending_aborts:
+        if aborts_pending:
             maybe |= np.array([r.to_finish is not None for r in batch.reqs], dtype=bool)
         if gone is not None:
             maybe &= ~gone
@@ -200,23 +213,24 @@ class BatchResultProcessor:
                           inflight: ScheduleBatch | None) -> bool:
         req = batch.reqs[i]
         req.output_ids.append(tok)
-        record = self.s.trace.requests[req.rid]
+        record = self.requests[req.rid]
         if record.first_token_time != record.first_token_time:  # NaN: the first token
             record.first_token_time = now
-        reason = check_finished(req, tok, self.eos, self.s.model_info.vocab_size)
+        reason = check_finished(req, tok, self.eos, self.vocab_size)
         if reason is not None:
             self._finish(batch, i, reason, now, inflight)
         return reason is not None
 
     def _apply_external_finishes(self, batch: ScheduleBatch, finished: dict[str, FinishReason],
-                                 now: float, inflight: ScheduleBatch | None) -> list[Req]:
+                                 now: float, inflight: ScheduleBatch | None,
+                                 chunked_req: Req | None) -> list[Req]:
         if not finished:
             return []
         done = []
         for i, req in enumerate(batch.reqs):
             reason = finished.get(req.rid)
             if reason is not None and not req.finished() and req.is_chunked == 0 \
-                    and req is not self.s.chunked_req and not req.is_retracted:
+                    and req is not chunked_req and not req.is_retracted:
                 self._finish(batch, i, reason, now, inflight)
                 done.append(req)
         return done
@@ -226,48 +240,23 @@ class BatchResultProcessor:
         req = batch.reqs[i]
         req.finished_reason = reason
         batch.commit_kv_lens(i)
-        self.s.mem.release_kv_cache(req, allocated_len=_allocated_len(req, inflight))
+        self.mem.release_kv_cache(req, allocated_len=_allocated_len(req, inflight))
         self.record_finished(req, now)
 
     def record_finished(self, req: Req, now: float) -> None:
-        """Write a finished request's outcome into the trace and forget the request."""
-        rec = self.s.trace.requests[req.rid]
+        """Write a finished request's outcome into its record."""
+        rec = self.requests[req.rid]
         rec.output_len = len(req.output_ids)
         rec.output_ids = tuple(req.output_ids)
         rec.finish_reason = req.finished_reason
         rec.finish_time = now
         rec.cached_tokens = req.cached_tokens
         rec.num_retractions = req.retraction_count
-        self.s.reqs.pop(req.rid, None)
-        self.s.pending_aborts.discard(req.rid)
 
-    def finish_unscheduled(self, req: Req, message: str) -> None:
-        """Abort a request that holds no KV (still waiting)."""
+    def finish_unscheduled(self, req: Req, message: str, now: float) -> None:
+        """Abort a request that holds no KV (still waiting) at `now`."""
         req.finished_reason = FinishReason.by_abort(message)
-        self.record_finished(req, self.s.step_start)
-
-    def _record_step(self, batch: ScheduleBatch, rows: LogitRows, graph: bool | None,
-                     padded_batch_size: int | None, recorded: np.ndarray, step: LaunchedStep,
-                     gone: np.ndarray | None) -> None:
-        s, pos = self.s, batch.positions()
-        extend = batch.forward_mode.is_extend()
-        empty = np.zeros(0, np.int64)
-        queue, used = step.observed or (len(s.waiting_queue),
-                                        s.mem.allocator.size - s.mem.allocator.available_size())
-        s.trace.append_step_values(StepValues(
-            step=s.step, forward_mode=batch.forward_mode.name, rids=batch.rids,
-            input_ids=batch.input_ids, positions=pos.positions, out_cache_loc=batch.out_cache_loc,
-            req_pool_indices=batch.req_pool_indices, seq_lens=batch.seq_lens,
-            extend_prefix_lens=batch.prefix_lens if extend else empty,
-            extend_seq_lens=batch.extend_lens if extend else empty,
-            extend_start_loc=pos.extend_start_loc if extend else empty,
-            extend_logprob_start_lens=batch.extend_logprob_start_lens if extend else empty,
-            pruned_rows=rows.pruned_rows, sample_indices=rows.sample_indices,
-            next_token_ids=recorded, graph=bool(graph),
-            padded_batch_size=padded_batch_size or len(batch), start_time=step.start,
-            duration=step.end - step.start, queue_len=queue, kv_used_tokens=used,
-            overlap_rows=() if gone is None else tuple(np.flatnonzero(gone).tolist())))
-        s.step += 1
+        self.record_finished(req, now)
 
 
 def _allocated_len(req: Req, inflight: ScheduleBatch | None) -> int:

@@ -24,6 +24,10 @@ That leaves the scheduler, the KV memory, the requests and the trace exactly as 
 `process_batch_result` -> `get_next_batch_to_run` would have, start times and durations
 included. NOTE: that equality is the contract;
 tests/test_decode_run.py checks it on whole simulations, with and without runs, field by field.
+
+The scheduler's methods above are the interface (the scheduler knows when a run is steady
+and owns the queue); `DecodeRuns` does the work on the running batch with the collaborators
+it is given.
 """
 
 from __future__ import annotations
@@ -32,20 +36,40 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from shared.logit_rows import recorded_decode_rows
-from shared.step_record import StepValues
+from shared.step_recorder import DecodeSteps, StepTimes
 
 if TYPE_CHECKING:
+    from shared.batch_result import BatchResultProcessor
     from shared.kv_memory import KVMemory
     from shared.req import Req
     from shared.schedule_batch import ScheduleBatch
-    from shared.scheduler import Scheduler
+    from shared.step_recorder import StepRecorder
 
 
 class DecodeRunLimit(NamedTuple):
     steps: int              # the scheduled step and those that may follow (>= 1)
     length_limit_step: int  # steps_to_length_limit of the batch
     output_lens: np.ndarray  # [B] each request's outputs before the scheduled step
+
+
+class RunPrice(NamedTuple):
+    """How the run's steps ran: their start times (step j from starts[j] to starts[j + 1])
+    and the runner's graph flag and padded batch size, the same for every step."""
+
+    starts: list[float]
+    graph: bool
+    padded_batch_size: int
+
+
+class RunEnd(NamedTuple):
+    """How a run ends. `finish_last`: step k - 1's result is processed (it may finish
+    requests). `pend_last` (overlap): step k - 1 is scheduled but its result is left for
+    the caller to keep as launched; `finish_before_last` then has step k - 2's result
+    processed after step k - 1 was scheduled, as the overlap loop processes it."""
+
+    finish_last: bool = False
+    pend_last: bool = False
+    finish_before_last: bool = False
 
 
 def decode_run_limit(batch: ScheduleBatch, mem: KVMemory, steady: bool,
@@ -90,138 +114,128 @@ def _steps_with_slots(mem: KVMemory, batch: ScheduleBatch, max_steps: int) -> in
     return int(short[0]) if len(short) else max_steps
 
 
-def steps_before_finish(s: Scheduler, tokens: np.ndarray, length_limit_step: int) -> int:
-    """The number of leading steps of `tokens` ([k, B], step j's id per request; step 0 the
-    scheduled one) in which no request could finish (`_finish_decoded`'s test), given the
-    batch's steps_to_length_limit."""
-    batch = s.running_batch
-    # NOTE: may_finish's length test holds in step j exactly when j >= steps_to_length_limit,
-    # so only the ids of the steps before need a look.
-    f = max(0, min(len(tokens), length_limit_step))
-    if f == 0:
-        return 0
-    hit = s.results.may_finish_by_token(batch, tokens[:f])           # [f, B]
-    first = int(hit.argmax())                                        # row-major: earliest step
-    return first // len(batch) if hit.flat[first] else f
+class DecodeRuns:
+    """Applies decode runs to the running batch. Owns no scheduler state: it changes the
+    batch, the KV memory `mem` and the requests, processes results through `results` and
+    records the steps through `recorder`; the scheduler passes the rest in."""
 
+    def __init__(self, mem: KVMemory, results: BatchResultProcessor,
+                 recorder: StepRecorder) -> None:
+        self.mem = mem
+        self.results = results
+        self.recorder = recorder
 
-def apply_decode_run(s: Scheduler, tokens: np.ndarray, starts: list[float], graph: bool,
-                     padded_batch_size: int, finish_last: bool = False,
-                     pend_last: bool = False, finish_before_last: bool = False) -> list[Req]:
-    """Apply k = len(tokens) >= 1 decode steps, the first the scheduled one; step j starts at
-    starts[j] and ends at starts[j + 1]. With `finish_last`, step k - 1's result is processed
-    as process_batch_result would (finishing requests at starts[k]); returns the requests
-    that finished. With `pend_last` (the overlap schedule), step k - 1 is scheduled (the
-    batch holds its state and tokens[k - 1] as output_ids) but its result is left for the
-    caller to keep as launched; with `finish_before_last` too, step k - 2's result is
-    processed (finishing requests at starts[k - 1]) after step k - 1 was scheduled, as the
-    overlap loop processes it. The caller checked the steps against decode_run_limit and
-    steps_before_finish."""
-    batch = s.running_batch
-    k, seq0 = len(tokens), batch.seq_lens                            # seq0: step 0's lengths
-    n = k - 1                                                        # steps after step 0 to allocate
-    used0 = s.mem.allocator.size - s.mem.allocator.available_size()
-    if n:
-        slots, positions, inputs, used = _schedule_steps(s.mem, batch, tokens)  # [k, B] each
-    else:  # step 0 alone: it is scheduled already
-        slots, positions, inputs, used = batch.out_cache_loc[None], None, batch.input_ids[None], []
-    # NOTE: list.extend / list.append mapped over the requests (C speed; the Nones are dropped)
-    outputs = batch.per_request_info().output_ids
-    kept = n if pend_last else k                                     # steps whose tokens go in now
-    if kept > 1:
-        list(map(list.extend, outputs, tokens[:kept].T.tolist()))
-    elif kept:
-        list(map(list.append, outputs, tokens[0].tolist()))
-    recorded = n - finish_before_last if finish_last or pend_last else k  # the rest below
-    if recorded:
-        positions = seq0 - 1 + np.arange(k)[:, None] if positions is None else positions
-        _record(s, batch, inputs[:recorded], positions, slots, tokens[:recorded], [used0, *used],
-                starts, graph, padded_batch_size)
-    for _ in range(n):
-        s.new_token_ratio.on_decode()
-    done = _finish_step(s, batch, n - 1, (seq0, inputs, slots, tokens), [used0, *used], starts,
-                        graph, padded_batch_size) if finish_before_last else []
-    batch.set_decode_state(seq0 + n, inputs[n], slots[n], tokens[n])
-    s.step_start = starts[n]
-    if not finish_last or pend_last:
-        return done
-    return s.results.process_decoded(batch, tokens[n], starts[k], graph, padded_batch_size)
+    def steps_before_finish(self, batch: ScheduleBatch, tokens: np.ndarray,
+                            length_limit_step: int) -> int:
+        """The number of leading steps of `tokens` ([k, B], step j's id per request; step 0
+        the scheduled one) in which no request of `batch` could finish (`_finish_decoded`'s
+        test), given the batch's steps_to_length_limit."""
+        # NOTE: may_finish's length test holds in step j exactly when j >= steps_to_length_limit,
+        # so only the ids of the steps before need a look.
+        f = max(0, min(len(tokens), length_limit_step))
+        if f == 0:
+            return 0
+        hit = self.results.may_finish_by_token(batch, tokens[:f])    # [f, B]
+        first = int(hit.argmax())                                    # row-major: earliest step
+        return first // len(batch) if hit.flat[first] else f
 
+    def apply(self, batch: ScheduleBatch, tokens: np.ndarray, price: RunPrice, end: RunEnd,
+              queue_len: int, aborts_pending: bool) -> list[Req]:
+        """Apply k = len(tokens) >= 1 decode steps of `batch`, the first the scheduled one,
+        ending as `end` says; returns the requests that finished. `queue_len` requests wait
+        throughout. Afterwards the batch holds step k - 1's state (scheduled, its result
+        processed unless `end.pend_last`). The caller checked the steps against
+        decode_run_limit and steps_before_finish."""
+        k, seq0 = len(tokens), batch.seq_lens                        # seq0: step 0's lengths
+        n = k - 1                                                    # steps after step 0 to allocate
+        used0 = self.mem.kv_used()
+        if n:
+            steps, used = self._schedule_steps(batch, tokens)        # [k, B] each
+        else:  # step 0 alone: it is scheduled already
+            steps = DecodeSteps(batch.input_ids[None], seq0[None] - 1, batch.out_cache_loc[None],
+                                tokens)
+            used = []
+        self._append_outputs(batch, tokens[:n if end.pend_last else k])
+        recorded = n - end.finish_before_last if end.finish_last or end.pend_last else k
+        if recorded:
+            self.recorder.record_decode_steps(batch, DecodeSteps(*(x[:recorded] for x in steps)),
+                                              [used0, *used], price.starts, price.graph,
+                                              price.padded_batch_size, queue_len)
+        done = self._finish_step(batch, n - 1, steps, [used0, *used], price, queue_len,
+                                 aborts_pending) if end.finish_before_last else []
+        batch.set_decode_state(seq0 + n, steps.inputs[n], steps.slots[n], tokens[n])
+        if not end.finish_last or end.pend_last:
+            return done
+        times = StepTimes(price.starts[n], price.starts[k], queue_len, None)
+        return self.results.process_decoded(batch, tokens[n], times, price.graph,
+                                            price.padded_batch_size, aborts_pending=aborts_pending)
 
-def _finish_step(s: Scheduler, batch: ScheduleBatch, j: int, run: tuple, used: list[int],
-                 starts: list[float], graph: bool, padded: int) -> list[Req]:
-    """Process step j of a run (overlap) after step j + 1 was scheduled: requests finishing
-    now also free the slots step j + 1 allocated for them."""
-    seq0, inputs, slots, tokens = run
-    batch.set_decode_state(seq0 + j, inputs[j], slots[j], tokens[j])
-    s.step_start = starts[j]
-    inflight = batch.copy_for_result()
-    inflight.seq_lens = seq0 + j + 1                                 # step j + 1's lengths
-    return s.results.process_decoded(batch, tokens[j], starts[j + 1], graph, padded,
-                                     observed=(len(s.waiting_queue), used[j]), inflight=inflight)
+    @staticmethod
+    def _append_outputs(batch: ScheduleBatch, tokens: np.ndarray) -> None:
+        """Append tokens ([j, B]) to the requests' output_ids."""
+        # NOTE: list.extend / list.append mapped over the requests (C speed)
+        outputs = batch.per_request_info().output_ids
+        if len(tokens) > 1:
+            list(map(list.extend, outputs, tokens.T.tolist()))
+        elif len(tokens):
+            list(map(list.append, outputs, tokens[0].tolist()))
 
+    def _finish_step(self, batch: ScheduleBatch, j: int, steps: DecodeSteps, used: list[int],
+                     price: RunPrice, queue_len: int, aborts_pending: bool) -> list[Req]:
+        """Process step j of a run (overlap) after step j + 1 was scheduled: requests finishing
+        now also free the slots step j + 1 allocated for them."""
+        seq0 = steps.positions[0] + 1
+        batch.set_decode_state(seq0 + j, steps.inputs[j], steps.slots[j], steps.tokens[j])
+        inflight = batch.copy_for_result()
+        inflight.seq_lens = seq0 + j + 1                             # step j + 1's lengths
+        times = StepTimes(price.starts[j], price.starts[j + 1], queue_len, used[j])
+        return self.results.process_decoded(batch, steps.tokens[j], times, price.graph,
+                                            price.padded_batch_size, aborts_pending=aborts_pending,
+                                            inflight=inflight)
 
-def _schedule_steps(mem: KVMemory, batch: ScheduleBatch, tokens: np.ndarray):
-    """Slots (allocated for steps 1..k-1, written into req_to_token), positions and inputs
-    of the k = len(tokens) > 1 steps of a run, [k, B] each, and the KV tokens in use after
-    each allocation."""
-    n, seq0 = len(tokens) - 1, batch.seq_lens
-    more, used = _alloc_slots(mem, batch, n)                         # [n, B], [n]
-    slots = np.concatenate((batch.out_cache_loc[None], more))        # [k, B]
-    positions = seq0 - 1 + np.arange(n + 1)[:, None]                 # [k, B]
-    mem.req_to_token_pool.req_to_token[batch.req_pool_indices, positions[1:]] = more
-    inputs = np.concatenate((batch.input_ids[None], tokens[:n]))     # [k, B] step j's input
-    return slots, positions, inputs, used
+    def _schedule_steps(self, batch: ScheduleBatch,
+                        tokens: np.ndarray) -> tuple[DecodeSteps, list[int]]:
+        """The k = len(tokens) > 1 steps of a run (slots allocated for steps 1..k-1 and
+        written into req_to_token), and the KV tokens in use after each allocation."""
+        n, seq0 = len(tokens) - 1, batch.seq_lens
+        more, used = self._alloc_slots(batch, n)                     # [n, B], [n]
+        slots = np.concatenate((batch.out_cache_loc[None], more))    # [k, B]
+        positions = seq0 - 1 + np.arange(n + 1)[:, None]             # [k, B]
+        self.mem.req_to_token_pool.req_to_token[batch.req_pool_indices, positions[1:]] = more
+        inputs = np.concatenate((batch.input_ids[None], tokens[:n]))  # [k, B] step j's input
+        return DecodeSteps(inputs, positions, slots, tokens), used
 
+    def _alloc_slots(self, batch: ScheduleBatch, k: int) -> tuple[np.ndarray, list[int]]:
+        """[k, B] slots as the next k calls of alloc_for_decode would hand them out (for
+        positions seq_lens, seq_lens + 1, ...), and the KV tokens in use after each."""
+        a, b = self.mem.allocator, len(batch)
+        if k == 0:
+            return np.zeros((0, b), np.int64), []
+        if self.mem.page_size == 1:
+            return self._alloc_evicting(b, k)
+        table = self.mem.req_to_token_pool.req_to_token
+        rows, seq = batch.req_pool_indices, batch.seq_lens
+        last = table[rows, seq - 1].astype(np.int64)
+        out, used = [], []
+        for j in range(k):
+            last = a.alloc_decode(seq + j + 1, last)
+            out.append(last)
+            used.append(a.size - a.available_size())
+        return np.stack(out), used
 
-def _alloc_slots(mem: KVMemory, batch: ScheduleBatch, k: int) -> tuple[np.ndarray, list[int]]:
-    """[k, B] slots as the next k calls of alloc_for_decode would hand them out (for
-    positions seq_lens, seq_lens + 1, ...), and the KV tokens in use after each."""
-    a, b = mem.allocator, len(batch)
-    if k == 0:
-        return np.zeros((0, b), np.int64), []
-    if mem.page_size == 1:
-        return _alloc_evicting(mem, b, k)
-    table, rows, seq = mem.req_to_token_pool.req_to_token, batch.req_pool_indices, batch.seq_lens
-    last = table[rows, seq - 1].astype(np.int64)
-    out, used = [], []
-    for j in range(k):
-        last = a.alloc_decode(seq + j + 1, last)
-        out.append(last)
-        used.append(a.size - a.available_size())
-    return np.stack(out), used
-
-
-def _alloc_evicting(mem: KVMemory, b: int, k: int) -> tuple[np.ndarray, list[int]]:
-    """_alloc_slots at page size 1: before a step finds fewer than B free slots, evict B
-    cached tokens (check_decode_mem's eviction); the steps in between take their slots in
-    one allocation (FIFO: step j takes the next B free slots)."""
-    a, parts, used = mem.allocator, [], []
-    while k:
-        if a.available_size() < b:
-            mem.tree_cache.evict(b)
-        t = min(k, a.available_size() // b)
-        if t == 0:
-            raise AssertionError("decode run past its KV limit (decode_run_limit)")
-        used0 = a.size - a.available_size()
-        parts.append(a.alloc(t * b).reshape(t, b))
-        used += [used0 + (j + 1) * b for j in range(t)]
-        k -= t
-    return (parts[0] if len(parts) == 1 else np.concatenate(parts)), used
-
-
-def _record(s: Scheduler, batch: ScheduleBatch, inputs: np.ndarray, positions: np.ndarray,
-            slots: np.ndarray, tokens: np.ndarray, used: list[int], starts: list[float],
-            graph: bool, padded: int) -> None:
-    rows, _, empty = recorded_decode_rows(len(batch))
-    rids, pool_rows, first, queue = batch.rids, batch.req_pool_indices, s.step, len(s.waiting_queue)
-    seq_lens = positions + 1                                         # [k, B]
-    s.trace.append_steps_values([StepValues(
-        step=first + j, forward_mode="DECODE", rids=rids, input_ids=inputs[j],
-        positions=positions[j], out_cache_loc=slots[j], req_pool_indices=pool_rows,
-        seq_lens=seq_lens[j], extend_prefix_lens=empty, extend_seq_lens=empty,
-        extend_start_loc=empty, extend_logprob_start_lens=empty, pruned_rows=rows,
-        sample_indices=rows, next_token_ids=tokens[j], graph=graph, padded_batch_size=padded,
-        start_time=starts[j], duration=starts[j + 1] - starts[j], queue_len=queue,
-        kv_used_tokens=used[j]) for j in range(len(tokens))])
-    s.step += len(tokens)
+    def _alloc_evicting(self, b: int, k: int) -> tuple[np.ndarray, list[int]]:
+        """_alloc_slots at page size 1: before a step finds fewer than B free slots, evict B
+        cached tokens (check_decode_mem's eviction); the steps in between take their slots in
+        one allocation (FIFO: step j takes the next B free slots)."""
+        a, parts, used = self.mem.allocator, [], []
+        while k:
+            if a.available_size() < b:
+                self.mem.tree_cache.evict(b)
+            t = min(k, a.available_size() // b)
+            if t == 0:
+                raise AssertionError("decode run past its KV limit (decode_run_limit)")
+            used0 = a.size - a.available_size()
+            parts.append(a.alloc(t * b).reshape(t, b))
+            used += [used0 + (j + 1) * b for j in range(t)]
+            k -= t
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)), used

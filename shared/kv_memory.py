@@ -53,6 +53,10 @@ class KVMemory:
     def available_plus_evictable(self) -> int:
         return self.allocator.available_size() + self.tree_cache.evictable_size()
 
+    def kv_used(self) -> int:
+        """KV tokens taken from the allocator (by requests and the prefix cache)."""
+        return self.allocator.size - self.allocator.available_size()
+
     def alloc_for_extend(self, reqs: list[Req], prefix_lens: np.ndarray | None = None,
                          seq_lens: np.ndarray | None = None) -> np.ndarray:
         """Rows for requests without one, then slots for tokens [prefix, len(fill_ids)) of

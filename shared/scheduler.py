@@ -27,8 +27,8 @@ import random
 
 import numpy as np
 
-from shared import decode_run
 from shared.batch_result import BatchResultProcessor, LaunchedStep
+from shared.decode_run import DecodeRunLimit, DecodeRuns, RunEnd, RunPrice, decode_run_limit
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.finish_reason import FinishReason
 from shared.invalid_request import InvalidRequestError
@@ -36,10 +36,12 @@ from shared.kv_memory import KVMemory
 from shared.logit_rows import recorded_decode_rows
 from shared.model_runner import RunnerOutput
 from shared.new_token_ratio import NewTokenRatio
-from shared.prefill_adder import AddReqResult, PrefillAdder
+from shared.prefill_adder import PrefillAdder
+from shared.prefill_admission import PrefillAdmission
 from shared.req import Req
 from shared.schedule_batch import ScheduleBatch
 from shared.schedule_policy import SchedulePolicy
+from shared.step_recorder import StepRecorder, StepTimes
 from shared.trace import RequestRecord, Trace
 from shared.validation import validate_request
 
@@ -57,7 +59,11 @@ class Scheduler:
                                      random.Random(config.random_seed))
         self.new_token_ratio = NewTokenRatio(config.schedule_conservativeness)
         self.trace = Trace(config, model_info)
-        self.results = BatchResultProcessor(self)
+        recorder = StepRecorder(self.trace, self.mem)
+        self.results = BatchResultProcessor(self.mem, self.trace.requests, recorder,
+                                            model_info.eos_token_ids, model_info.vocab_size)
+        self.decode_runs = DecodeRuns(self.mem, self.results, recorder)
+        self.admission = PrefillAdmission(self.mem, self.policy, config)
         self.waiting_queue: list[Req] = []
         self.running_batch: ScheduleBatch | None = None
         self.chunked_req: Req | None = None
@@ -70,7 +76,6 @@ class Scheduler:
         self._finished: list[Req] = []             # finished since the last take_finished
         self.finish_count = 0   # requests finished or retracted so far (LaunchedStep.mark)
         self._mark = 0          # finish_count when the last batch was scheduled
-        self.step = 0
         self.step_start = 0.0
 
     # --- requests ----------------------------------------------------------------------
@@ -97,8 +102,8 @@ class Scheduler:
             return False
         if req in self.waiting_queue and req is not self.chunked_req:
             self.waiting_queue.remove(req)
-            self.results.finish_unscheduled(req, message)
-            self._finished.append(req)
+            self.results.finish_unscheduled(req, message, self.step_start)
+            self._forget([req])
         else:
             req.to_finish = FinishReason.by_abort(message)
             self.pending_aborts.add(rid)
@@ -170,46 +175,62 @@ class Scheduler:
         if len(ids) != len(batch):
             raise ValueError(f"next_token_ids has {len(ids)} entries for a batch of {len(batch)}")
         batch.output_ids = ids  # the next decode's inputs (SGLang's future token ids)
-        step = LaunchedStep(batch, output, ids, self.step_start, now, finished or {}, None,
+        times = StepTimes(self.step_start, now, len(self.waiting_queue), None)
+        step = LaunchedStep(batch, output, ids, times, finished or {},
                             mark=self._mark if self.config.overlap else self.finish_count)
         if self.config.overlap:
             self._launch(step)
         else:
-            self._after_result(self.results.process(step))
+            self._process(step)
         return self.take_finished()
 
     def _launch(self, step: LaunchedStep) -> None:
         """Keep `step` (overlap) for processing after the next batch is scheduled."""
-        used = self.mem.allocator.size - self.mem.allocator.available_size()
-        self.pending = step._replace(batch=step.batch.copy_for_result(),
-                                     observed=(len(self.waiting_queue), used))
+        times = step.times._replace(queue_len=len(self.waiting_queue), kv_used=self.mem.kv_used())
+        self.pending = step._replace(batch=step.batch.copy_for_result(), times=times)
 
     def _process_pending(self, inflight: ScheduleBatch | None) -> None:
         step, self.pending = self.pending, None
-        self._after_result(self.results.process(step, inflight))
+        self._process(step, inflight)
+
+    def _process(self, step: LaunchedStep, inflight: ScheduleBatch | None = None) -> None:
+        # NOTE: rows are discarded only if a request finished or was retracted since the
+        # step was scheduled (overlap), which moves the finish count
+        self._after_result(self.results.process(
+            step, discard=self.finish_count != step.mark, aborts_pending=bool(self.pending_aborts),
+            chunked_req=self.chunked_req, inflight=inflight))
 
     def _after_result(self, done: list[Req]) -> None:
         # NOTE: as in SGLang, a finish does not clear batch_is_full by itself: the filter
         # that drops the finished requests does (_merge_last_batch, _update_running_batch).
         if done:
             self._finished_since_filter = True
-            self._finished += done
             self.finish_count += len(done)
+            self._forget(done)
+            if self.chunked_req is not None and self.chunked_req.finished():
+                self.chunked_req = None  # aborted between two chunks
+
+    def _forget(self, done: list[Req]) -> None:
+        """Requests that finished: no longer served, returned by take_finished."""
+        for req in done:
+            self.reqs.pop(req.rid, None)
+            self.pending_aborts.discard(req.rid)
+        self._finished += done
 
     # --- decode runs (shared.decode_run) -----------------------------------------------
 
-    def decode_run_limit(self, max_steps: int) -> decode_run.DecodeRunLimit:
+    def decode_run_limit(self, max_steps: int) -> DecodeRunLimit:
         """Decode steps, the one just scheduled first, that can be applied in bulk."""
         batch = self.running_batch
         steady = (self.last_batch is batch and batch.forward_mode.is_decode()
                   and not self.pending_aborts and not self._finished_since_filter
                   and self.chunked_req is None and (self.batch_is_full or not self.waiting_queue))
-        return decode_run.decode_run_limit(batch, self.mem, steady, max_steps, self.config.overlap)
+        return decode_run_limit(batch, self.mem, steady, max_steps, self.config.overlap)
 
     def decode_run_steps_before_finish(self, tokens, length_limit_step: int) -> int:
         """Leading steps of `tokens` [k, B] in which no request can finish
         (`length_limit_step` from decode_run_limit)."""
-        return decode_run.steps_before_finish(self, tokens, length_limit_step)
+        return self.decode_runs.steps_before_finish(self.running_batch, tokens, length_limit_step)
 
     def apply_decode_run(self, tokens, starts: list[float], graph: bool, padded_batch_size: int,
                          finish_step: int | None = None) -> list[Req]:
@@ -217,25 +238,26 @@ class Scheduler:
         `finish_step` may finish requests: the last step, or under overlap the last or the
         one before. Under overlap the last step stays launched, its result processed by the
         next get_next_batch_to_run, as a single step's would be. Returns take_finished()."""
-        k, overlap = len(tokens), self.config.overlap
-        if not overlap:
-            self._after_result(decode_run.apply_decode_run(
-                self, tokens, starts, graph, padded_batch_size, finish_last=finish_step is not None))
-            return self.take_finished()
-        before = finish_step == k - 2
+        k, overlap, batch = len(tokens), self.config.overlap, self.running_batch
+        price = RunPrice(starts, graph, padded_batch_size)
         # NOTE: quiet: the last step can finish no request (steps_before_finish) and none is
         # pending; rows it must discard (a later retraction) are found through its mark
         quiet = finish_step is None and not self.pending_aborts and not self._finished_since_filter
         # NOTE: a run's later steps are scheduled here, before step finish_step's result is
         # processed; its first by get_next_batch_to_run
         mark = self._mark if k == 1 else self.finish_count
-        self._after_result(decode_run.apply_decode_run(
-            self, tokens, starts, graph, padded_batch_size, pend_last=True, finish_before_last=before))
-        b = len(self.running_batch)
-        out = RunnerOutput(recorded_decode_rows(b), (b, 0), graph=graph,
-                           padded_batch_size=padded_batch_size)
-        self._launch(LaunchedStep(self.running_batch, out, self.running_batch.output_ids,
-                                  starts[k - 1], starts[k], {}, None, quiet, mark))
+        end = (RunEnd(pend_last=True, finish_before_last=finish_step == k - 2) if overlap
+               else RunEnd(finish_last=finish_step is not None))
+        self._after_result(self.decode_runs.apply(batch, tokens, price, end, len(self.waiting_queue),
+                                                  bool(self.pending_aborts)))
+        for _ in range(k - 1):
+            self.new_token_ratio.on_decode()
+        self.step_start = starts[k - 1]
+        if overlap:
+            out = RunnerOutput(recorded_decode_rows(len(batch)), (len(batch), 0), graph=graph,
+                               padded_batch_size=padded_batch_size)
+            times = StepTimes(starts[k - 1], starts[k], len(self.waiting_queue), None)
+            self._launch(LaunchedStep(batch, out, batch.output_ids, times, {}, quiet, mark))
         return self.take_finished()
 
     def _merge_last_batch(self) -> None:
@@ -271,37 +293,13 @@ class Scheduler:
         if self._num_allocatable_reqs() <= 0 and self.chunked_req is None:
             self.batch_is_full = True
             return None
-        adder = self._admit()
-        if not adder.can_run_list:
+        admission = self.admission.admit(self.waiting_queue, self.running_batch, self.chunked_req,
+                                         self.new_token_ratio.value, self._num_allocatable_reqs())
+        self.chunked_req = admission.chunked_req
+        self.batch_is_full = self.batch_is_full or admission.full
+        if not admission.adder.can_run_list:
             return None
-        return self._build_prefill_batch(adder)
-
-    def _admit(self) -> PrefillAdder:
-        batch = self.running_batch
-        running = batch.reqs if batch else []
-        remaining = batch.remaining_new_tokens() if batch else None
-        mix = self.config.enable_mixed_chunk and bool(running)
-        self.policy.calc_priority(self.waiting_queue)
-        adder = PrefillAdder(self.mem, running, self.new_token_ratio.value,
-                             self.config.max_prefill_tokens, self.config.chunk_size,
-                             len(running) if mix else 0, running_remaining=remaining,
-                             mixed_decode_kv=batch.new_tokens_required_next_decode() if mix else 0)
-        if self.chunked_req is not None:
-            self.chunked_req.init_next_round_input(None)
-            self.chunked_req = adder.add_chunked_req(self.chunked_req)
-            if self.chunked_req is not None and self.chunked_req not in adder.can_run_list:
-                return adder  # no KV for its next chunk now: admit nothing past it
-        allocatable = self._num_allocatable_reqs() + len(adder.can_run_list)
-        for req in self.waiting_queue:
-            if len(adder.can_run_list) >= allocatable:
-                self.batch_is_full = True
-                break
-            req.init_next_round_input(self.mem.tree_cache)
-            res = adder.add_one_req(req)
-            if res != AddReqResult.CONTINUE:
-                self.batch_is_full = self.batch_is_full or res == AddReqResult.NO_TOKEN
-                break
-        return adder
+        return self._build_prefill_batch(admission.adder)
 
     def _build_prefill_batch(self, adder: PrefillAdder) -> ScheduleBatch:
         admitted = set(map(id, adder.can_run_list))
@@ -343,7 +341,7 @@ class Scheduler:
             self.finish_count += len(retract.retracted) + len(retract.aborted)
             for req in retract.aborted:
                 self.results.record_finished(req, self.step_start)
-                self._finished.append(req)
+            self._forget(retract.aborted)
             self.new_token_ratio.on_retract(sum(len(r.output_ids) for r in batch.reqs),
                                             sum(int(m) for m in batch.max_new_tokens), len(batch))
         else:
