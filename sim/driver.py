@@ -76,8 +76,10 @@ def drive_workload(scheduler: Scheduler, runner: ModelRunner, workload: Workload
                                   delay=PROGRESS_DELAY_S, disable=not progress) as bar:
         loop = EngineLoop(env, scheduler, runner, workload.requests, clock, finished_hook, bar)
         loop.decode_runs = decode_runs and supports_decode_runs(runner, clock, finished_hook)
-        env.process(loop.arrivals())
+        arrivals = loop.arrivals()
+        env.process(arrivals)
         env.run(until=env.process(loop.engine()))
+        arrivals.close()  # NOTE: its frame, waiting for the next idle, holds the loop in a cycle
     loop.check_all_finished()
     return scheduler.trace
 
