@@ -40,6 +40,7 @@ import numpy as np
 from shared.forward_batch import ForwardBatch
 from shared.model_runner import ModelRunner, RunnerOutput
 from shared.scheduler import Scheduler
+from shared.spec_observation import SpecObservation
 from shared.step_record import StepRecord
 from shared.trace import Trace
 from shared.workload import Workload
@@ -133,20 +134,9 @@ def replay_runner(cost_model: CostModel | None = None) -> RunnerFactory:
 # --- spec conformance ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SpecObservation:
-    """What a probe saw a runner do in one forward (None: not observed, not checked).
-    positions: [T] fed to rotary; written_slots: KV slots whose contents changed;
-    hidden: [T, H] final hidden rows; lm_head_input: [R, H] rows given to the LM head."""
-
-    positions: np.ndarray | None = None
-    written_slots: np.ndarray | None = None
-    hidden: np.ndarray | None = None
-    lm_head_input: np.ndarray | None = None
-
-
 class SpecProbe(Protocol):
-    """Watches one runner's internals (executor-specific; lives with the executor's tests)."""
+    """Watches one runner's internals (executor-specific; lives with the executor, e.g.
+    `exec.spec_probe.TorchSpecProbe`)."""
 
     def observe(self, fb: ForwardBatch, forward: Callable[[ForwardBatch], RunnerOutput]
                 ) -> tuple[RunnerOutput, SpecObservation]:

@@ -5,33 +5,25 @@ Tokens: exec's TorchModelRunner samples for real (greedy and seeded temperature,
 tokens allowed) on a tiny random-weight Llama; the simulator replays them from exec's saved
 trace (`ReplayTokenSource`). Both run under the SimPy driver with the same roofline clock, so
 arrivals interleave with steps identically. Everything goes through the conformance kit
-(`sim.conformance`), which users run against their own runners.
+(`sim.conformance`), which users run against their own runners; exec's probe is
+`exec.spec_probe.TorchSpecProbe`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Callable
-
-import numpy as np
 import pytest
-import torch
 from hypothesis import event, example, given, settings
 
-from exec.model_files import load_model
-from exec.model_runner import TorchModelRunner
+from exec.spec_probe import TorchSpecProbe
 from exec.torch_threads import torch_threads
-from shared import EngineConfig, ModelInfo, SamplingParams, Scheduler, StepRecord, Trace, Workload
-from shared.forward_batch import ForwardBatch
+from experiments.dev.tiny_exec import ARRIVAL_TICK, TINY_INFO, TinyExec
+from shared import EngineConfig, SamplingParams, Scheduler, StepRecord, Trace, Workload
 from shared.length_dist import Uniform
-from shared.model_runner import RunnerOutput
 from shared.token_allocator import AllocatorState
 from sim.conformance import (
     AgreementError,
     ConformanceCase,
     ConformanceError,
-    SpecObservation,
     StepClock,
     cases,
     check_agreement,
@@ -39,37 +31,14 @@ from sim.conformance import (
     first_divergence,
     replay_runner,
 )
-from sim.hardware import get_hardware
-from sim.model_shapes import get_model_shape
 from sim.replay import replay
-from sim.roofline import RooflineCostModel
 from sim.sim_model_runner import SimModelRunner
 from sim.token_source import SyntheticTokenSource
-from tests.tiny_models import COMMON
 
-TINY_INFO = ModelInfo(COMMON["vocab_size"], (COMMON["eos_token_id"],),
-                      COMMON["max_position_embeddings"])
-ARRIVAL_TICK = 1e-4   # the tiny model's roofline step on an H100 is ~0.19 ms
 AGREEMENT_EXAMPLES = max(200, settings.default.max_examples)
 
 
-# --- the real executor, built once per module ------------------------------------------
-
-
-class TinyExec:
-    """The tiny checkpoint's weights, loaded once; `make_runner` is a conformance-kit runner
-    factory giving each example a fresh TorchModelRunner (fresh KV pool) around them."""
-
-    def __init__(self, folder) -> None:
-        self.model = load_model(folder)
-        self.config_json = json.loads((folder / "config.json").read_text())
-        self.clock = RooflineCostModel(get_model_shape(self.config_json), get_hardware("h100"))
-
-    def make_runner(self, scheduler: Scheduler, reference: Trace | None = None) -> TorchModelRunner:
-        runner = TorchModelRunner(self.model, scheduler.config, scheduler.model_info)
-        scheduler.trace.model_config = self.config_json
-        scheduler.trace.executor = {"kind": "exec", "device": "cpu", "dtype": "float32"}
-        return runner
+# --- the real executor (experiments.dev.tiny_exec), built once per module -------------
 
 
 def tiny_exec_fixture(tiny_checkpoint):
@@ -79,64 +48,6 @@ def tiny_exec_fixture(tiny_checkpoint):
 
 
 tiny_exec = pytest.fixture(scope="module", name="tiny_exec")(tiny_exec_fixture)
-
-
-@contextlib.contextmanager
-def _patched(obj, name: str, fn: Callable):
-    """Set an instance attribute for the duration, then restore what was there."""
-    had, old = name in vars(obj), vars(obj).get(name)
-    setattr(obj, name, fn)
-    try:
-        yield
-    finally:
-        if had:
-            setattr(obj, name, old)
-        else:
-            delattr(obj, name)
-
-
-def _changed_slots(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
-    """[S] bool: slots (dim 1 of [layers, S, heads, dim]) whose contents changed (NaN-aware)."""
-    same = (before == after) | (before.isnan() & after.isnan())
-    return ~same.transpose(0, 1).reshape(before.shape[1], -1).all(dim=1)
-
-
-class TorchSpecProbe:
-    """Watches a TorchModelRunner (DESIGN §6.2): the positions given to rotary, the KV slots
-    written (the spec's slots are poisoned with NaN first, then the pool is diffed, so a slot
-    rewritten with equal values still counts), and the hidden rows given to the LM head."""
-
-    def __init__(self, runner: TorchModelRunner) -> None:
-        self.runner = runner
-
-    def observe(self, fb: ForwardBatch, forward) -> tuple[RunnerOutput, SpecObservation]:
-        model, pool, seen = self.runner.model, self.runner.kv_pool, {}
-        rotary, lm_head, body = model.model.rotary_emb.forward, model.compute_logits, model.forward
-
-        def positions(pos, dtype):
-            seen["positions"] = pos.detach().cpu().numpy().copy()
-            return rotary(pos, dtype)
-
-        def hidden(*args):
-            seen["hidden"] = out = body(*args)
-            return out
-
-        def logits(rows):
-            seen["lm_head_input"] = rows.detach().cpu().numpy().copy()
-            return lm_head(rows)
-
-        loc = torch.from_numpy(np.ascontiguousarray(fb.out_cache_loc))
-        pool.k[:, loc] = float("nan")
-        pool.v[:, loc] = float("nan")
-        k0, v0 = pool.k.clone(), pool.v.clone()
-        with (_patched(model.model.rotary_emb, "forward", positions),
-              _patched(model, "forward", hidden), _patched(model, "compute_logits", logits)):
-            out = forward(fb)
-        written = _changed_slots(k0, pool.k) | _changed_slots(v0, pool.v)
-        return out, SpecObservation(
-            seen.get("positions"), torch.nonzero(written).flatten().numpy(),
-            seen["hidden"].detach().cpu().numpy() if "hidden" in seen else None,
-            seen.get("lm_head_input"))
 
 
 # --- the agreement property ------------------------------------------------------------

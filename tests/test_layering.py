@@ -1,7 +1,7 @@
 """Architecture rules, checked by parsing the source with `ast` (nothing is imported).
 
 shared/ is pure Python + numpy with no mutable module state; exec/ and sim/ never import
-each other; nothing below experiments/ imports it.
+each other; nothing below experiments/ imports it; nothing outside tests/ imports tests/.
 """
 
 import ast
@@ -150,18 +150,31 @@ def test_executors_do_not_import_each_other_or_experiments(package):
     assert bad == []
 
 
-INSTALLED = ("shared", "sim", "exec", "experiments")
-DEV_TOOLS = "experiments/dev/"  # excluded from the package (pyproject.toml), run from a checkout
+# Every package of the repository but tests/ (the developer tools in experiments/dev included).
+NOT_TESTS = ("shared", "sim", "exec", "experiments")
 
 
-@pytest.mark.parametrize("package", INSTALLED)
-def test_no_installed_module_imports_the_tests(package):
-    """Nothing the package installs imports tests/ (the developer tools in experiments/dev,
-    left out of the package, may)."""
-    bad = [f"{rel(path)}:{line}: import {top}"
-           for path in py_files(package) if not rel(path).startswith(DEV_TOOLS)
-           for top, line, _ in imports(ast.parse(path.read_text()), module_parts(path))
-           if top == "tests"]
+def imports_of_the_tests(source, parts=("experiments", "dev", "mod")):
+    """Imports of tests/ (at any level, relative or by importlib) a module outside tests/ makes."""
+    return [f"line {line}: import {top}" + (" (in function)" if in_function else "")
+            for top, line, in_function in imports(ast.parse(source), list(parts))
+            if top == "tests"]
+
+
+def test_every_package_outside_tests_is_checked():
+    """NOT_TESTS lists every top-level package of the repository except tests/."""
+    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()} - {"tests"}
+    assert packages == set(NOT_TESTS)
+    assert not list(ROOT.glob("*.py")), "a top-level module escapes the layering rules"
+
+
+@pytest.mark.parametrize("package", NOT_TESTS)
+def test_nothing_outside_tests_imports_the_tests(package):
+    """No module outside tests/ imports tests/: not the installed package, not the developer
+    tools in experiments/dev (what both need lives in the packages; tests import it)."""
+    bad = [f"{rel(path)}: {v}"
+           for path in py_files(package)
+           for v in imports_of_the_tests(path.read_text(), module_parts(path))]
     assert bad == []
 
 
@@ -184,6 +197,11 @@ VIOLATIONS = [
     (mutable_state_violations, "class A:\n    items = []\n"),
     (mutable_state_violations, "class A:\n    seen = {k for k in 'ab'}\n"),
     (mutable_state_violations, "REGISTRY = {}\nREGISTRY['x'] = 1\n"),
+    (imports_of_the_tests, "from tests.tiny_models import COMMON\n"),
+    (imports_of_the_tests, "import tests.test_agreement as agreement\n"),
+    (imports_of_the_tests, "def f():\n    from tests import conftest\n"),
+    (imports_of_the_tests, "from ...tests import tiny_models\n"),
+    (imports_of_the_tests, "import importlib\nM = importlib.import_module('tests.tiny_models')\n"),
 ]
 CLEAN = [
     (shared_import_violations, "from __future__ import annotations\nimport heapq\nimport numpy as np\n"
@@ -191,6 +209,8 @@ CLEAN = [
     (shared_import_violations, "def to_frame():\n    import pandas as pd\n    return pd\n"),
     (mutable_state_violations, "_CHECKS = (1, 2)\n__all__ = ['A']\nKind = Literal['a', 'b']\n"
                                "@dataclass\nclass A:\n    xs: list = field(default_factory=list)\n"),
+    (imports_of_the_tests, "from experiments.dev.tiny_models import COMMON\nimport testsuite\n"
+                           "from . import tiny_exec\n"),
 ]
 
 

@@ -3,15 +3,18 @@
 Plants one defect at a time in the real executor's instances only (its Scheduler and the
 objects it owns, or its TorchModelRunner), by monkeypatching methods and attributes on those
 instances (never a class, never a file), then runs the three checks of tests/test_agreement*.py
-on the tiny random-weight Llama and reports which one catches each defect:
+on the tiny random-weight Llama (`experiments.dev.tiny_exec`, `experiments.dev.tiny_models`)
+and reports which one catches each defect:
 
 - agreement:   `check_agreement(exec, replay_runner(), case)` (StepRecords and outcomes);
-- conformance: `check_conformance(exec, case, probe=TorchSpecProbe)` (positions fed to
-               rotary, KV slots written, LM-head rows, pools' integrity, leaks);
-- machine:     the lockstep RuleBasedStateMachine (add / abort / step, exec vs sim).
+- conformance: `check_conformance(exec, case, probe=TorchSpecProbe)` (`exec.spec_probe`:
+               positions fed to rotary, KV slots written, LM-head rows, pools' integrity,
+               leaks);
+- machine:     the lockstep RuleBasedStateMachine (`experiments.dev.lockstep_machine`:
+               add / abort / step, exec vs sim).
 
     python -m experiments.dev.mutation_check            # from the repository root (needs the
-    python -m experiments.dev.mutation_check --json out.json   # test extra: transformers, pytest)
+    python -m experiments.dev.mutation_check --json out.json   # test extra: transformers)
 
 Exits 1 if some defect escaped every check.
 """
@@ -159,9 +162,10 @@ def run_checks(mutant, checks=CHECKS) -> dict[str, Outcome]:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis.stateful import run_state_machine_as_test
 
+    from exec.spec_probe import TorchSpecProbe
+    from experiments.dev.lockstep_machine import LockstepMachine
+    from experiments.dev.tiny_exec import ARRIVAL_TICK, TINY_INFO
     from sim.conformance import cases, check_agreement, check_conformance, replay_runner
-    from tests.test_agreement import ARRIVAL_TICK, TINY_INFO, TorchSpecProbe
-    from tests.test_agreement_machine import LockstepMachine
 
     strategy = cases(TINY_INFO, arrival_tick=ARRIVAL_TICK)
     bodies = {
@@ -187,7 +191,7 @@ def run_checks(mutant, checks=CHECKS) -> dict[str, Outcome]:
 
 
 def mutant_class():
-    from tests.test_agreement import TinyExec
+    from experiments.dev.tiny_exec import TinyExec
 
     class Mutant(TinyExec):
         """TinyExec whose every exec runner (and its scheduler) carries `defect`."""
@@ -221,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from exec.torch_threads import torch_threads
-    from tests.tiny_models import make_checkpoint
+    from experiments.dev.tiny_models import make_checkpoint
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp, torch_threads(1):
