@@ -1,4 +1,5 @@
-"""How many KV tokens to allocate when the user does not say (`max_total_tokens=None`)."""
+"""How many KV tokens to allocate when the user does not say (`max_total_tokens=None`), and
+whether the number the user says fits (`check_kv_fits`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from exec.model_config import ModelConfig
 CPU_MEMORY_FRACTION = 0.2
 CUDA_MEMORY_FRACTION = 0.8
 MAX_DEFAULT_TOKENS = 1 << 20
+# NOTE: the spec's allocator keeps, per KV page, a free-ring entry (int64), a free flag
+# (bool) and a stamp (int64) in host memory (shared.token_allocator); per slot is an upper bound.
+HOST_BYTES_PER_SLOT = 8 + 1 + 8
 
 
 def default_kv_capacity(c: ModelConfig, device: str, dtype: str) -> int:
@@ -24,6 +28,32 @@ def default_kv_capacity(c: ModelConfig, device: str, dtype: str) -> int:
     free = _free_bytes(torch.device(device))
     tokens = int(free // per_token)
     return max(min(tokens, MAX_DEFAULT_TOKENS), c.context_length + 1)
+
+
+def check_kv_fits(c: ModelConfig, device: str, dtype: str, max_total_tokens: int, page_size: int) -> None:
+    """Raise ValueError naming `max_total_tokens` if its KV pool cannot be allocated: the K
+    and V tensors need more than the free memory of `device` (all of it, not the default's
+    fraction), or they and the allocator's host bookkeeping more than the host has."""
+    from exec.torch_dtype import torch_dtype
+
+    dev = torch.device(device)
+    kv = KVPool.nbytes(c.num_layers, max_total_tokens, page_size, c.num_kv_heads, c.head_dim,
+                       torch_dtype(dtype))
+    host = (max_total_tokens + page_size) * HOST_BYTES_PER_SLOT
+    needs = [(kv, _available_bytes(dev), str(dev))] if dev.type != "cpu" else []
+    needs.append((host + (kv if dev.type == "cpu" else 0), _host_available(), "the host"))
+    for need, available, where in needs:
+        if need > available:
+            raise ValueError(f"max_total_tokens={max_total_tokens}: the KV pool needs {need:,} bytes "
+                             f"({need / 2**30:,.2f} GiB) but {available:,} bytes ({available / 2**30:,.2f} "
+                             f"GiB) are available on {where}; lower max_total_tokens or leave it unset")
+
+
+def _available_bytes(device: torch.device) -> int:
+    """Free memory on an accelerator (CUDA's mem_get_info; NPU and others: no check)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    return 1 << 62
 
 
 def _free_bytes(device: torch.device) -> float:

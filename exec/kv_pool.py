@@ -22,6 +22,12 @@ class KVPool:
     def bytes_per_token(num_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
         return 2 * num_layers * kv_heads * head_dim * torch.tensor([], dtype=dtype).element_size()
 
+    @staticmethod
+    def nbytes(num_layers: int, num_slots: int, page_size: int, kv_heads: int, head_dim: int,
+               dtype: torch.dtype) -> int:
+        """Bytes the K and V tensors of `KVPool(num_layers, num_slots, page_size, ...)` take."""
+        return (num_slots + page_size) * KVPool.bytes_per_token(num_layers, kv_heads, head_dim, dtype)
+
     def write(self, layer: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """loc: [T] slots; k, v: [T, kv_heads, head_dim].
 

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shared.finish_reason import FinishReason
+from shared.invalid_request import InvalidRequestError
 from shared.sampling_params import SamplingParams
+from shared.validation import token_array
 
 if TYPE_CHECKING:
     from shared.prefix_cache import PrefixCache
@@ -64,8 +66,8 @@ class Req:
         elif (arr := _int64_prompt(self.origin_input_ids)) is not None:
             # NOTE: the array is kept as origin_input_array (one conversion, not two)
             self._origin_array, self.origin_input_ids = arr, arr.tolist()
-        else:
-            self.origin_input_ids = list(map(int, self.origin_input_ids))
+        else:  # NOTE: not all ints: kept as given, for validation to refuse (never int()-cast)
+            self.origin_input_ids = list(self.origin_input_ids)
         # SGLang's handle_generate_request defaulting: no logprobs -> -1; logprobs asked
         # without a start -> start at the end of the prompt (output logprobs only).
         p = self.sampling_params
@@ -86,11 +88,11 @@ class Req:
         """[P] int64 read-only copy of the prompt, built on first use. A prompt numpy cannot
         hold as int64 gives an object array (validation rejects it)."""
         if self._origin_array is None:
-            try:
-                arr = np.array(self.origin_input_ids, dtype=np.int64)
-            except (OverflowError, ValueError, TypeError):
-                arr = np.array(self.origin_input_ids, dtype=object)
-            arr.flags.writeable = False
+            arr = _int64_prompt(self.origin_input_ids)
+            if arr is None:
+                arr = np.empty(len(self.origin_input_ids), dtype=object)
+                arr[:] = self.origin_input_ids
+                arr.flags.writeable = False
             self._origin_array = arr
         return self._origin_array
 
@@ -174,13 +176,11 @@ class Req:
 
 
 def _int64_prompt(ids: Any) -> np.ndarray | None:
-    """A read-only [P] int64 copy of a prompt of ints (numpy's or Python's), or None for
-    anything else (left to int() and validation)."""
+    """A read-only [P] int64 copy of a prompt of ints (numpy's or Python's, never bools or
+    floats), or None for anything else (left to validation, which names the bad token)."""
     try:
-        arr = np.array(ids)
-    except (ValueError, TypeError, OverflowError):
-        return None
-    if arr.ndim != 1 or arr.dtype.kind != "i":
+        arr = token_array(ids)
+    except InvalidRequestError:
         return None
     arr = arr.astype(np.int64, copy=False)
     arr.flags.writeable = False

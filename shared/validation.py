@@ -1,7 +1,7 @@
 """Whole-request validation, run before anything is allocated (semantics §2.3).
 
-Checked in this order: the prompt (empty, token ids outside the vocabulary, too long for
-the context), then the length budget (prompt + max_new_tokens against the context and
+Checked in this order: the prompt (not a flat sequence of ints, empty, token ids outside
+the vocabulary, too long for the context), then the length budget (prompt + max_new_tokens against the context and
 against the KV pool), then every sampling parameter. The first failure raises
 `InvalidRequestError` with the field at fault.
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from shared.invalid_request import InvalidRequestError
-from shared.sampling_params import SamplingParams
+from shared.sampling_params import SamplingParams, is_int_type
 
 CLIP_MAX_NEW_TOKENS = 4096
 
@@ -28,22 +28,40 @@ def validate_request(
     page_size: int = 1,
 ) -> None:
     """Raise `InvalidRequestError` if the request could never be served; return None if it can."""
-    ids = _token_array(input_ids)
+    ids = token_array(input_ids)
     _check_prompt(ids, vocab_size, context_len)
     _check_length_budget(len(ids), sampling_params, context_len, max_total_tokens, page_size)
     sampling_params.validate(vocab_size, prompt_len=len(ids))
 
 
-def _token_array(input_ids: Sequence[int] | np.ndarray) -> np.ndarray:
-    if isinstance(input_ids, (str, bytes)):
-        raise InvalidRequestError("input_ids", input_ids, "must be a sequence of token ids, not text")
-    try:
-        ids = np.asarray(input_ids)
-    except (TypeError, ValueError) as e:
-        raise InvalidRequestError("input_ids", input_ids, f"not a sequence of ints ({e})") from None
+def token_array(input_ids: Sequence[int] | np.ndarray) -> np.ndarray:
+    """The prompt as a flat integer array (its dtype kept), or `InvalidRequestError`: ints only
+    (Python's or numpy's), never bools, floats, text, bytes or nested lists. A list costs one
+    pass over its element types and one conversion, no Python loop per token."""
+    if isinstance(input_ids, np.ndarray):
+        ids = input_ids
+    elif isinstance(input_ids, (str, bytes, bytearray, memoryview)) or not isinstance(input_ids, Sequence):
+        raise InvalidRequestError("input_ids", input_ids,
+                                  "must be a sequence of token ids (ints), not text, bytes or a scalar")
+    else:
+        ids = _int_list_array(input_ids)
     if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
         raise InvalidRequestError("input_ids", input_ids, "must be a flat sequence of ints")
     return ids
+
+
+def _int_list_array(input_ids: Sequence[int]) -> np.ndarray:
+    """[P] int64 from a sequence whose items are all ints (one C-level pass over their types)."""
+    if not all(map(is_int_type, set(map(type, input_ids)))):
+        i, bad = next((i, t) for i, t in enumerate(input_ids) if not is_int_type(type(t)))
+        raise InvalidRequestError("input_ids", bad, f"token at position {i} is a {type(bad).__name__}, "
+                                  f"not an int")
+    try:
+        return np.asarray(input_ids, dtype=np.int64)
+    except OverflowError:
+        i, bad = next((i, t) for i, t in enumerate(input_ids) if not -(1 << 63) <= t < 1 << 63)
+        raise InvalidRequestError("input_ids", bad, f"token at position {i} is outside the vocabulary "
+                                  f"(beyond int64)") from None
 
 
 def _check_prompt(ids: np.ndarray, vocab_size: int, context_len: int) -> None:
