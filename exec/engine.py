@@ -7,9 +7,10 @@ spec's `Scheduler` (DESIGN §5). Offline (`generate`) and online (`run(workload)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,9 @@ import torch
 from tqdm import tqdm
 
 from exec.chat import as_messages, render_chat
+from exec.failing_steps import RunnerError, run_isolating, runner_call
 from exec.generate_output import GenerateOutput
-from exec.kv_capacity import default_kv_capacity
+from exec.kv_capacity import check_kv_fits, default_kv_capacity
 from exec.logprob_collector import LogprobCollector
 from exec.model_files import load_model, open_model
 from exec.model_runner import TorchModelRunner
@@ -28,13 +30,15 @@ from exec.overlap_worker import OverlapWorker
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.forward_batch import ForwardBatch
 from shared.invalid_request import InvalidRequestError
+from shared.model_runner import RunnerOutput
 from shared.req import Req
-from shared.sampling_params import SamplingParams
+from shared.sampling_params import SEED_MAX, SEED_MIN, SamplingParams, is_int_type
 from shared.scheduler import Scheduler
 from shared.trace import Trace
-from shared.validation import validate_request
+from shared.validation import token_array, validate_request
 
 __all__ = ["Engine", "load_model"]
+STREAM_CLOSED = "the stream was closed before the request finished"
 Prompt = str | Sequence[int]
 
 
@@ -47,7 +51,8 @@ class Engine:
     compiled while the engine is built (45-60 s per graph on 2 cores, in every process).
     `random_seed` seeds requests that bring no `sampling_seed` (request k of the engine's
     life gets random_seed * 1_000_003 + k). Without `max_total_tokens` the KV pool takes a
-    fraction of free memory (`exec.kv_capacity.default_kv_capacity`)."""
+    fraction of free memory (`exec.kv_capacity.default_kv_capacity`); a `max_total_tokens`
+    whose pool cannot be allocated is refused before anything is (`check_kv_fits`)."""
 
     def __init__(self, model: str | Path | None = None, *, device: str = "cpu",
                  dtype: str = "float32", torch_compile: bool = False, torch_compile_max_bs: int = 32,
@@ -60,6 +65,10 @@ class Engine:
         if torch.device(device).type != "cuda":
             engine_args["disable_cuda_graph"] = True
         config = _engine_config(engine_args)
+        if not is_int_type(type(config.random_seed)):  # it seeds every unseeded request
+            raise ValueError(f"random_seed must be an integer, got {config.random_seed!r}")
+        if config.max_total_tokens is not None:
+            check_kv_fits(opened.config, device, dtype, config.max_total_tokens, config.page_size)
         capacity = None if config.max_total_tokens else default_kv_capacity(opened.config, device, dtype)
         self.scheduler = Scheduler(config, self.model_info, kv_capacity=capacity)
         self.runner = TorchModelRunner(opened.model, self.scheduler.config, self.model_info,
@@ -70,6 +79,8 @@ class Engine:
         self.logprobs = LogprobCollector()
         self.trackers: dict[str, OutputTracker] = {}
         self.worker = OverlapWorker()  # the forward thread of the overlap schedule
+        self._abandoned: list[list[Req]] = []  # streams dropped mid-step (_abandon)
+        self._busy_depth = self._settles = 0   # steps / loops running; settles run (_settle)
         self._t0 = time.perf_counter()
         self._count = 0
         if torch_compile:
@@ -101,12 +112,15 @@ class Engine:
         list gives a list. `sampling_params`: None, one SamplingParams / dict, or one per
         prompt. Everything is validated first: a bad prompt raises InvalidRequestError
         naming its index and the engine is left as it was. `stream=True` returns an
-        iterator of `StreamOutput` increments; a request's last one has `finished` set."""
+        iterator of `StreamOutput` increments; a request's last one has `finished` set;
+        closing or dropping the iterator before its end aborts the requests still running.
+        A request whose forward or sampling raises ends aborted with the error."""
         single = _is_single(prompts, chat)
         plist = [prompts] if single else list(prompts)
         reqs = self.make_requests(plist, _per_prompt(sampling_params, len(plist)), chat=chat)
-        for r in reqs:
-            self.scheduler.add_request(r)
+        with self._busy():  # NOTE: a stream collected here must not step a half-queued call
+            for r in reqs:
+                self.scheduler.add_request(r)
         if stream:
             return self._stream(reqs)
         for _ in self._events(reqs):
@@ -120,8 +134,17 @@ class Engine:
 
         return run_workload(self, workload)
 
-    def abort(self, rid: str) -> bool:
-        return self.scheduler.abort(rid)
+    def abort(self, rid: str, message: str = "aborted by the client") -> bool:
+        """End request `rid` with an abort and give back its KV and request row before
+        returning: a waiting request ends at once, a running or chunked one at its next
+        result, so this runs the step or two that takes (the other requests in it advance
+        too). False, doing nothing, if the request is unknown or already finished. Call it
+        between steps (not from inside one)."""
+        req = self.scheduler.reqs.get(rid)
+        if req is None or not self.scheduler.abort(rid, message):
+            return False
+        self._settle([req])
+        return True
 
     def reset(self) -> None:
         """Start over as if freshly built, keeping the loaded model: a new scheduler with the
@@ -158,13 +181,13 @@ class Engine:
             raise InvalidRequestError(e.field, e.value, f"prompt {i}: {e.reason}") from None
         return ids, sp
 
-    def _tokenize(self, prompt: Any, chat: bool) -> list[int]:
+    def _tokenize(self, prompt: Any, chat: bool) -> list[int] | np.ndarray:
         if chat:
             special = {"bos_token": self._special(self._opened.bos_token_id),
                        "eos_token": self._special((self.model_info.eos_token_ids or (None,))[0])}
             prompt = render_chat(self.chat_template, as_messages(prompt), **special)
         if not isinstance(prompt, str):
-            return [int(t) for t in prompt]
+            return token_array(prompt)  # ints only: no int() coercion of floats, bools or bytes
         if self.tokenizer is None:
             raise InvalidRequestError("prompt", prompt, "text given but the model has no tokenizer; "
                                       "pass token ids")
@@ -180,15 +203,17 @@ class Engine:
     def _new_req(self, ids: list[int], sp: SamplingParams, rid: str | None, arrival: float) -> Req:
         k, self._count = self._count, self._count + 1
         if sp.sampling_seed is None:
-            sp = dataclasses.replace(sp, sampling_seed=self.scheduler.config.random_seed * 1_000_003 + k)
+            sp = dataclasses.replace(sp, sampling_seed=_int64(self.scheduler.config.random_seed * 1_000_003 + k))
         req = Req(rid or f"req-{k}", ids, sp, arrival_time=arrival)
         self.trackers[req.rid] = OutputTracker(self.tokenizer, sp.stop or ())
         return req
 
-    def _events(self, reqs: list[Req]) -> Iterator[ForwardBatch]:
-        """Step until every request in `reqs` finished; yields each step's batch."""
-        pending = {r.rid for r in reqs}
-        with tqdm(total=len(reqs), desc="generate", unit="req", delay=3.0) as bar:
+    def _events(self, reqs: list[Req]) -> Iterator[tuple[ForwardBatch, list[Req]]]:
+        """Step until every request in `reqs` finished; yields each step's batch and the
+        requests it finished."""
+        pending = {r.rid for r in reqs if not r.finished()}
+        with tqdm(total=len(reqs), initial=len(reqs) - len(pending), desc="generate", unit="req",
+                  delay=3.0) as bar:
             while pending:
                 step = self.step()
                 # NOTE: overlap: the last result is processed by the poll that found no batch
@@ -198,23 +223,90 @@ class Engine:
                     pending -= finished
                     bar.update(len(finished))
                 if step is not None:
-                    yield step[0]
+                    settles = self._settles
+                    yield step
+                    if self._settles != settles:  # NOTE: an abort or a closed stream stepped
+                        left = {r.rid for r in reqs if r.rid in pending and not r.finished()}
+                        bar.update(len(pending) - len(left))
+                        pending = left
                 elif pending:
                     raise RuntimeError(f"scheduler stopped with {len(pending)} request(s) unfinished")
+        self._poll_idle()
+
+    def _poll_idle(self) -> None:
+        """Drain (overlap), then, when idle, poll once as a serving loop does: the scheduler
+        then runs its idle leak check and resets new_token_ratio before the next call.
+        Streams dropped during the steps are forgotten once their requests finished."""
         self.drain()
+        self._abort_abandoned()
         if self.scheduler.is_idle():
-            # NOTE: poll once when idle, as a serving loop does: the scheduler then runs
-            # its idle leak check and resets new_token_ratio before the next call.
             self.scheduler.get_next_batch_to_run(self.now())
 
     def _stream(self, reqs: list[Req]) -> Iterator[StreamOutput]:
-        index = {r.rid: i for i, r in enumerate(reqs)}
-        for fb in self._events(reqs):
-            yield from self._increments(reqs, index, fb.rids)
-        # NOTE: overlap: the last tokens were processed after the last step ran
-        yield from self._increments(reqs, index, [r.rid for r in reqs])
+        chunks = self._stream_chunks(reqs)
+        next(chunks)  # NOTE: into its try block: a stream dropped unstarted aborts too
+        return chunks
+
+    def _stream_chunks(self, reqs: list[Req]) -> Iterator[StreamOutput]:
+        """The chunks of `reqs` (after a first None, taken by _stream). However the stream
+        ends (its last chunk, close(), garbage collection, a break), its requests still
+        live are aborted and what they hold is freed."""
+        index, sched = {r.rid: i for i, r in enumerate(reqs)}, self.scheduler
+        try:
+            yield None
+            for fb, done in self._events(reqs):
+                yield from self._increments(reqs, index, (*fb.rids, *(r.rid for r in done)))
+            # NOTE: overlap: the last tokens were processed after the last step ran
+            yield from self._increments(reqs, index, [r.rid for r in reqs])
+        finally:
+            self._abandon(sched, reqs)
+
+    def _abandon(self, sched: Scheduler, reqs: list[Req]) -> None:
+        """A stream of `sched`'s requests `reqs` ended: abort those still live (the stream
+        was closed or dropped), settle them, and forget them all. Inside a step or a serving
+        loop (a collection there) the aborts are left to the next step."""
+        if sched is not self.scheduler:
+            return  # NOTE: reset() since: their bookkeeping went with the old scheduler
+        if self._busy_depth:
+            self._abandoned.append(reqs)  # NOTE: one append: safe from the forward thread
+            return
+        live = [r for r in reqs if sched.reqs.get(r.rid) is r]
+        for r in live:
+            sched.abort(r.rid, STREAM_CLOSED)
+        if live:
+            self._settle(live)
         for r in reqs:
             self.forget(r)
+
+    def _abort_abandoned(self) -> None:
+        """At a step's start: abort the requests of streams dropped during earlier steps;
+        forget them once they finished."""
+        if not self._abandoned:
+            return
+        streams, self._abandoned = self._abandoned, []
+        for reqs in streams:
+            live = [r for r in reqs if self.scheduler.reqs.get(r.rid) is r]
+            for r in live:
+                if r.to_finish is None:
+                    self.scheduler.abort(r.rid, STREAM_CLOSED)
+            if live:
+                self._abandoned.append(reqs)
+            else:
+                for r in reqs:
+                    self.forget(r)
+
+    def _settle(self, reqs: list[Req]) -> None:
+        """Step until every request of `reqs` (aborted: each ends at its next result)
+        finished, its KV and row given back; when no request is left, drain and poll idle."""
+        self._settles += 1
+        left = [r for r in reqs if not r.finished()]
+        while left:
+            ran = self.step() is not None
+            left = [r for r in left if not r.finished()]
+            if left and not ran:
+                raise RuntimeError(f"scheduler stopped with {len(left)} aborted request(s) unfinished")
+        if not self.scheduler.reqs:
+            self._poll_idle()
 
     def _increments(self, reqs: list[Req], index: dict[str, int], rids) -> Iterator[StreamOutput]:
         for rid in rids:
@@ -233,22 +325,52 @@ class Engine:
     def step(self, now: float | None = None) -> tuple[ForwardBatch, list[Req]] | None:
         """One scheduler step: schedule (at `now`, default the clock), forward (under the
         overlap schedule on the worker thread, while the last step's result is processed),
-        sample, stop strings, results."""
+        sample, stop strings, results. A forward or sampling that raises is run again
+        without the requests it fails for, which end aborted with the error
+        (exec.failing_steps). Returns the ForwardBatch that ran and the requests finished,
+        or None when nothing ran."""
+        with self._busy():
+            self._abort_abandoned()
+            return self._step(self.now() if now is None else now)
+
+    def _step(self, now: float) -> tuple[ForwardBatch, list[Req]] | None:
         sched = self.scheduler
-        batch = sched.schedule_next(self.now() if now is None else now)
+        batch = sched.schedule_next(now)
         if batch is None:
             batch = sched.process_last(None)  # nothing to overlap the last result with
             if batch is None:
                 return None
         fb = ForwardBatch.init_new(batch)
-        if sched.pending is None:
-            out = self.runner.forward(fb)
-        else:
-            out = self.worker.forward_while(self.runner, fb, lambda: sched.process_last(batch))
-        ids = self.runner.sample(out, fb)
+        work = None if sched.pending is None else (lambda: sched.process_last(batch))
+        try:
+            out, ids = self._forward_and_sample(fb, work)
+        except RunnerError as e:
+            ran = run_isolating(sched, batch, e, self._forward_and_sample, self.now)
+            if ran is None:  # every request of the batch failed
+                return fb, sched.take_finished()
+            fb, out, ids = ran
         self.logprobs.collect(batch, fb, out, self.runner.last_sample)
         stops = self._stop_hits(batch, ids)
-        return fb, self.scheduler.process_batch_result(batch, out, ids, self.now(), stops)
+        return fb, sched.process_batch_result(batch, out, ids, self.now(), stops)
+
+    def _forward_and_sample(self, fb: ForwardBatch, work=None) -> tuple[RunnerOutput, np.ndarray]:
+        """The runner's forward of `fb` (on the worker thread while `work()`, the last
+        result's processing, runs here) and its sampling; RunnerError if either raised."""
+        if work is None:
+            out = runner_call(self.runner.forward, fb)
+        else:
+            out = self.worker.forward_while(lambda: runner_call(self.runner.forward, fb), work)
+        return out, runner_call(self.runner.sample, out, fb)
+
+    @contextlib.contextmanager
+    def _busy(self) -> Iterator[None]:
+        """Mark a step or a serving loop as running: a stream dropped meanwhile (collected,
+        maybe on the forward thread) is aborted at the next step, not in the middle."""
+        self._busy_depth += 1
+        try:
+            yield
+        finally:
+            self._busy_depth -= 1
 
     def _stop_hits(self, batch, ids: np.ndarray) -> dict:
         hits = {}
@@ -279,7 +401,11 @@ class Engine:
 
 
 def _is_single(prompts: Any, chat: bool) -> bool:
-    if isinstance(prompts, str):
+    """One prompt (text, token ids, or anything that is no list of prompts, left for
+    `_checked` to refuse naming prompt 0) or a list of them."""
+    if isinstance(prompts, (str, bytes, bytearray)) or (isinstance(prompts, np.ndarray) and prompts.ndim == 1):
+        return True
+    if not isinstance(prompts, (Sequence, np.ndarray)):
         return True
     first = prompts[0] if len(prompts) else None
     return isinstance(first, (int, np.integer)) or (chat and isinstance(first, dict))
@@ -293,17 +419,31 @@ def _engine_config(engine_args: dict[str, Any]) -> EngineConfig:
     return EngineConfig(**engine_args)
 
 
+def _int64(seed: int) -> int:
+    """A derived seed wrapped into int64 (the dtype seeds are batched in), as int64
+    arithmetic wraps; seeds already in range are unchanged."""
+    return (seed - SEED_MIN) % (SEED_MAX - SEED_MIN + 1) + SEED_MIN
+
+
 def _per_prompt(sampling_params: Any, n: int) -> list[SamplingParams]:
-    if sampling_params is None or isinstance(sampling_params, (SamplingParams, dict)):
+    if sampling_params is None or isinstance(sampling_params, (SamplingParams, Mapping)):
         return [_as_params(sampling_params)] * n
+    if not isinstance(sampling_params, Iterable) or isinstance(sampling_params, (str, bytes)):
+        raise InvalidRequestError("sampling_params", sampling_params,
+                                  "must be None, a SamplingParams, a dict, or a list of them (one per prompt)")
     params = list(sampling_params)
     if len(params) != n:
         raise InvalidRequestError("sampling_params", len(params),
                                   f"{len(params)} sampling params for {n} prompts")
-    return [_as_params(p) for p in params]
+    return [_as_params(p, i) for i, p in enumerate(params)]
 
 
-def _as_params(p: SamplingParams | dict | None) -> SamplingParams:
+def _as_params(p: Any, i: int = 0) -> SamplingParams:
     if p is None:
         return SamplingParams()
-    return p if isinstance(p, SamplingParams) else SamplingParams.from_dict(p)
+    if isinstance(p, SamplingParams):
+        return p
+    if not isinstance(p, Mapping):
+        raise InvalidRequestError("sampling_params", p,
+                                  f"prompt {i}: must be None, a SamplingParams or a dict")
+    return SamplingParams.from_dict(p)

@@ -36,6 +36,17 @@ def run_workload(engine: Engine, workload: Workload) -> RunResult:
 
 
 def _serve(engine: Engine, reqs: list) -> None:
+    """Admit and step until every request of `reqs` finished. A request whose forward or
+    sampling raises ends aborted with the error (Engine.step) and the run goes on; a
+    stream dropped meanwhile is aborted at the next step (Engine._busy)."""
+    with engine._busy():
+        _serve_loop(engine, reqs)
+    engine.drain()
+    if engine.scheduler.is_idle():
+        engine.step()  # idle poll: leak check and new_token_ratio reset, as after generate()
+
+
+def _serve_loop(engine: Engine, reqs: list) -> None:
     pending, i, open_rids = sorted(reqs, key=lambda r: r.arrival_time), 0, {r.rid for r in reqs}
     while open_rids:
         now = engine.now()
@@ -51,6 +62,3 @@ def _serve(engine: Engine, reqs: list) -> None:
             time.sleep(min(max(pending[i].arrival_time - engine.now(), 0.0), MAX_IDLE_SLEEP_S))
         else:
             raise RuntimeError(f"scheduler stopped with {len(open_rids)} request(s) unfinished")
-    engine.drain()
-    if engine.scheduler.is_idle():
-        engine.step()  # idle poll: leak check and new_token_ratio reset, as after generate()

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
-from shared.forward_batch import ForwardBatch
-from shared.model_runner import ModelRunner, RunnerOutput
+T = TypeVar("T")
 
 
 class OverlapWorker:
@@ -28,18 +28,21 @@ class OverlapWorker:
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
 
-    def forward_while(self, runner: ModelRunner, fb: ForwardBatch,
-                      work: Callable[[], object]) -> RunnerOutput:
-        """runner.forward(fb) on the worker thread while `work()` runs here; the forward's
-        output (its exception, if it raised) once both are done."""
+    def forward_while(self, forward: Callable[[], T], work: Callable[[], object]) -> T:
+        """forward() (the runner's forward of the next batch) on the worker thread while
+        `work()` runs here; the forward's output (its exception, if it raised) once both are
+        done. An exception of `work` wins: it is raised once the forward is done."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batchtwin-forward")
-        future = self._pool.submit(runner.forward, fb)
+        future = self._pool.submit(forward)
         try:
             work()
-        finally:
-            out = future.result()  # NOTE: wait for the forward even if `work` raised
-        return out
+        except BaseException:
+            # NOTE: wait for the forward; an error of the work (the scheduler's) is the one
+            # to report, as the batch's requests cannot be blamed for it
+            future.exception()
+            raise
+        return future.result()
 
     def close(self) -> None:
         if self._pool is not None:
