@@ -30,6 +30,7 @@ import numpy as np
 from shared.batch_result import BatchResultProcessor, LaunchedStep
 from shared.decode_run import DecodeRunLimit, DecodeRuns, RunEnd, RunPrice, decode_run_limit
 from shared.engine_config import EngineConfig, ModelInfo
+from shared.failed_step import abort_failed, keep_rows
 from shared.finish_reason import FinishReason
 from shared.invalid_request import InvalidRequestError
 from shared.kv_memory import KVMemory
@@ -85,14 +86,19 @@ class Scheduler:
         request could never be served, or if its rid is already in use."""
         if req.rid in self.reqs or req.rid in self.trace.requests:
             raise InvalidRequestError("rid", req.rid, "a request with this id was already submitted")
-        cfg = self.config
-        validate_request(req.origin_input_array, req.sampling_params,
-                         vocab_size=self.model_info.vocab_size, context_len=cfg.context_length,
-                         max_total_tokens=cfg.max_total_tokens, page_size=cfg.page_size)
+        self.check_request(req)
         self.reqs[req.rid] = req
         self.waiting_queue.append(req)
         self.trace.requests[req.rid] = RequestRecord(
             req.rid, req.arrival_time, tuple(req.origin_input_ids), req.sampling_params)
+
+    def check_request(self, req: Req) -> None:
+        """Raise InvalidRequestError if `req` could never be served here (its prompt and
+        parameters against the vocabulary, the context and the KV pool); changes nothing."""
+        cfg = self.config
+        validate_request(req.origin_input_array, req.sampling_params,
+                         vocab_size=self.model_info.vocab_size, context_len=cfg.context_length,
+                         max_total_tokens=cfg.max_total_tokens, page_size=cfg.page_size)
 
     def abort(self, rid: str, message: str = "aborted by the client") -> bool:
         """End a waiting request now, or a running one at its next result. False if the
@@ -113,8 +119,11 @@ class Scheduler:
         """Nothing waiting, chunked or running (finished requests not yet filtered out do
         not count): the next `get_next_batch_to_run` returns None and runs the idle check."""
         running = self.running_batch.reqs if self.running_batch else []
+        # NOTE: without overlap, a prefill's requests are in last_batch until the next poll
+        # merges them into the running batch
+        last = self.last_batch.reqs if self.last_batch is not None else []
         return (not self.waiting_queue and self.chunked_req is None and self.pending is None
-                and all(r.finished() for r in running))
+                and all(r.finished() for r in running) and all(r.finished() for r in last))
 
     def has_work(self) -> bool:
         return bool(self.waiting_queue or self.chunked_req or self.pending is not None
@@ -183,6 +192,25 @@ class Scheduler:
         else:
             self._process(step)
         return self.take_finished()
+
+    def fail_batch(self, batch: ScheduleBatch, errors: dict[str, str], now: float) -> None:
+        """The forward or sampling of `batch` (scheduled, no result given yet) raised for
+        the requests in `errors` (rid -> message, the error): each ends aborted at `now`
+        (a pending abort keeps its own reason) and gives back its KV and request row, the
+        slots this batch allocated for it included. The batch keeps its other rows, still
+        prepared, minus those of requests finished since it was scheduled (overlap: by the
+        result processed during its forward), for the caller to run again and hand to
+        `process_batch_result` as usual; a batch left empty gets no result. The aborted
+        requests come back from take_finished.
+
+        NOTE: trace: a failed forward is not a step. The step recorded is the retried one,
+        with the rows that ran; the aborted requests' records carry the error."""
+        done = abort_failed(batch, errors, self.mem, self.results, now)
+        keep = [i for i, r in enumerate(batch.reqs) if not r.finished()]
+        if len(keep) < len(batch):
+            keep_rows(batch, keep)
+            self.batch_is_full = False  # NOTE: as the filter that drops finished requests does
+        self._after_result(done)
 
     def _launch(self, step: LaunchedStep) -> None:
         """Keep `step` (overlap) for processing after the next batch is scheduled."""

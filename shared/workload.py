@@ -30,9 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from shared.invalid_request import InvalidRequestError
 from shared.length_dist import LengthDist, LogNormal, as_length_dist
 from shared.req import Req
 from shared.sampling_params import SamplingParams
+from shared.validation import token_array
 
 WORKLOAD_FORMAT = "batchtwin-workload"
 WORKLOAD_VERSION = 1
@@ -50,15 +52,14 @@ class WorkloadRequest:
     _input_array: np.ndarray = field(init=False, repr=False, compare=False)  # [P] int64, read-only
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "input_ids", tuple(int(t) for t in self.input_ids))
-        if not self.input_ids:
+        try:  # NOTE: ints only (never int()-cast: 1.5 or True are refused, naming the token)
+            array = token_array(self.input_ids).astype(np.int64)
+        except InvalidRequestError as e:
+            raise InvalidRequestError(e.field, e.value, f"request {self.rid!r}: {e.reason}") from None
+        if not array.size:
             raise ValueError(f"request {self.rid!r}: empty prompt")
-        try:
-            array = np.array(self.input_ids, dtype=np.int64)
-        except OverflowError:  # an id numpy cannot hold: the Req converts (validation refuses)
-            array = None
-        else:
-            array.flags.writeable = False
+        array.flags.writeable = False
+        object.__setattr__(self, "input_ids", tuple(array.tolist()))
         object.__setattr__(self, "_input_array", array)
         if not (math.isfinite(self.arrival_time) and self.arrival_time >= 0):
             raise ValueError(f"request {self.rid!r}: arrival_time must be finite and >= 0, "

@@ -46,6 +46,7 @@ from tqdm import tqdm
 
 from shared.finish_reason import FinishReason
 from shared.forward_batch import ForwardBatch
+from shared.invalid_request import InvalidRequestError
 from shared.model_runner import ModelRunner, RunnerOutput
 from sim.batch_shape import BatchShape
 from sim.cost_model import CostModel
@@ -68,9 +69,11 @@ def drive_workload(scheduler: Scheduler, runner: ModelRunner, workload: Workload
     every request finished; returns the scheduler's trace. `finished_hook(batch, ids)` names
     requests to end after this step's token (the `finished=` map of process_batch_result).
     `decode_runs` allows bulk decode runs where the runner supports them (module doc).
-    Raises ValueError for an empty workload, RuntimeError if the scheduler stalls."""
+    Raises ValueError for an empty workload, InvalidRequestError (naming the request, before
+    anything runs) for one the scheduler could never serve, RuntimeError if it stalls."""
     if not len(workload):
         raise ValueError("the workload has no requests")
+    check_workload(scheduler, workload)
     env = simpy.Environment()
     with cyclic_gc_paused(), tqdm(total=len(workload), desc="simulate", unit="req",
                                   delay=PROGRESS_DELAY_S, disable=not progress) as bar:
@@ -82,6 +85,16 @@ def drive_workload(scheduler: Scheduler, runner: ModelRunner, workload: Workload
         arrivals.close()  # NOTE: its frame, waiting for the next idle, holds the loop in a cycle
     loop.check_all_finished()
     return scheduler.trace
+
+
+def check_workload(scheduler: Scheduler, workload: Workload) -> None:
+    """Refuse the workload if the scheduler would refuse any of its requests at arrival,
+    naming the first such request (so a run never stops half-way on bad input)."""
+    for r in workload:
+        try:
+            scheduler.check_request(r.to_req())
+        except InvalidRequestError as e:
+            raise InvalidRequestError(e.field, e.value, f"request {r.rid!r}: {e.reason}") from None
 
 
 class EngineLoop:
