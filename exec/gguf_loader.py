@@ -219,12 +219,20 @@ def llama3_scaling_from_factors(factors: np.ndarray, head_dim: int, theta: float
 
 
 def _open(path: Path) -> GGUFReader:
+    """The file's reader; CheckpointError naming the file when it is absent or unreadable.
+
+    NOTE: gguf's reader fails on a truncated or corrupt file with whatever numpy raises
+    where the bytes run out (a reshape ValueError, an IndexError), so both mean "corrupt".
+    """
     if not path.is_file():
         raise CheckpointError(f"no GGUF file at {path}")
     try:
         return GGUFReader(path, "r")
-    except (ValueError, OSError) as e:
+    except OSError as e:
         raise CheckpointError(f"cannot read GGUF file {path}: {e}") from e
+    except (ValueError, IndexError) as e:
+        raise CheckpointError(f"GGUF file {path} is truncated or corrupt "
+                              f"({path.stat().st_size} bytes; the reader failed: {e})") from e
 
 
 def _require_equal(meta: Metadata, key: str, expected: int, why: str) -> None:

@@ -60,16 +60,34 @@ def load_model(folder: str | Path, *, device: str = "cpu", dtype: str = "float32
 
 
 def open_model(path: str | Path | None, *, device: str, dtype: str) -> OpenedModel:
-    """Weights, tokenizer, chat template and EOS ids from a folder or a .gguf file."""
+    """Weights, tokenizer, chat template and EOS ids from a folder or a .gguf file.
+
+    The device is checked first (`checked_device`), then the path: ModelNotFoundError when it
+    does not exist, is a folder without config.json, or is a file other than a .gguf.
+    """
+    from exec.torch_device import checked_device
+
+    checked_device(device)
     path = default_model_path() if path is None else Path(path)
-    if not path.exists():
-        raise ModelNotFoundError(f"model path {path} does not exist")
+    check_model_path(path)
     if path.suffix == ".gguf":
         return _open_gguf(path, device, dtype)
     config = ModelConfig.from_file(path)
     eos = tuple(dict.fromkeys(config.eos_token_ids + load_generation_eos(path)))
     return OpenedModel(config, load_model(path, device=device, dtype=dtype), load_tokenizer(path),
                        load_chat_template(path), eos)
+
+
+def check_model_path(path: Path) -> None:
+    """ModelNotFoundError unless `path` is a .gguf file or a folder holding config.json."""
+    if not path.exists():
+        raise ModelNotFoundError(f"model path {path} does not exist")
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise ModelNotFoundError(f"model folder {path} has no config.json (a checkpoint folder "
+                                 f"holds config.json and model.safetensors)")
+    if not path.is_dir() and path.suffix != ".gguf":
+        raise ModelNotFoundError(f"model path {path} is a file but not a .gguf; pass a .gguf "
+                                 f"file or a checkpoint folder")
 
 
 def _open_gguf(path: Path, device: str, dtype: str) -> OpenedModel:

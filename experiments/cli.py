@@ -4,6 +4,10 @@ A subcommand is a `Command(name, help, configure, run)`: `configure(parser)` add
 arguments and `run(args)` does the work and returns an exit code. The commands that run the
 real executor are wrapped in `needs_exec`: without the exec extra (torch) they exit 1 with
 one line saying how to install it.
+
+Errors are reported here, once for every command (`experiments.cli_errors`): bad input is
+one line and exit 1, a usage error exit 2, anything else its traceback; `--debug` shows the
+traceback of bad input too.
 """
 
 from __future__ import annotations
@@ -16,6 +20,15 @@ from typing import NamedTuple
 
 from experiments import explain_cmd, generate_cmd, prefix_reuse, replay_cmd, simulate_cmd
 from experiments.calibration import calibrate_cmd, fidelity_cmd
+from experiments.cli_errors import (
+    BAD_INPUT,
+    EXIT_USAGE,
+    UsageError,
+    exit_status,
+    quiet_broken_pipe,
+    report_bad_input,
+    report_usage,
+)
 from experiments.exec_extra import needs_exec
 from experiments.plan import cmd as plan_cmd
 
@@ -56,21 +69,43 @@ def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentPar
         description="One forward-batch spec (SGLang's scheduler path), two executors: "
                     "real PyTorch and a SimPy cost-model simulator.")
     parser.add_argument("--version", action="version", version=f"batchtwin {_version()}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on bad input, show the traceback instead of one line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for cmd in commands:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.configure(p)
-        p.set_defaults(_run=cmd.run)
+        p.set_defaults(_run=cmd.run, _parser=p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run `batchtwin ARGV`; the exit status (a usage error returns 2 rather than raising)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:
+        return exit_status(stop)
     if not hasattr(args, "_run"):
         parser.print_help()
-        return 2
-    return args._run(args)
+        return EXIT_USAGE
+    if args.debug:
+        return run_command(args)
+    try:
+        return run_command(args)
+    except BrokenPipeError:
+        return quiet_broken_pipe()
+    except UsageError as e:
+        return report_usage(args._parser, e)
+    except BAD_INPUT as e:
+        return report_bad_input(args.command, e)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """The command's exit status, its output flushed (a closed pipe fails here, not at exit)."""
+    status = args._run(args)
+    sys.stdout.flush()
+    return status
 
 
 if __name__ == "__main__":

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
+
+from experiments.arg_types import seed
 
 HELP = "show DESIGN.md §4's golden example step by step, real executor beside simulator"
 EXIT_DIFFERS = 3
@@ -23,7 +24,7 @@ MARK = "<-- differs"
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0, help="seed of the tiny model's random weights")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the tiny model's random weights")
     p.add_argument("--hardware", default="h100",
                    help="catalogue key or hardware JSON the simulator prices on")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -32,11 +33,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        result = _explained(args)
-    except (ValueError, TypeError, OSError) as e:
-        print(f"batchtwin explain: {e}", file=sys.stderr)
-        return 1
+    result = _explained(args)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

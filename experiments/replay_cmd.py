@@ -6,7 +6,8 @@ much of the schedule the spec reproduces and how well a cost model prices the re
     batchtwin replay exec.jsonl --hardware h100      # ... or a roofline of your choice
 
 Writes a plot of predicted against measured step time (PNG, next to the trace unless
-`--plot` says where; `--no-plot` skips it) and, with `--steps-csv`, the per-step table.
+`--plot` says where; `--no-plot` skips it) and, with `--steps-csv`, the per-step table. Both
+paths are checked before the replay: their folder must exist.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from experiments.arg_types import positive_int
+from experiments.cli_errors import UsageError
+from experiments.output_paths import check_output_file
 
 HELP = "replay a trace teacher-forced: schedule agreement and step-time error of a cost model"
 EXIT_DIVERGED = 3
@@ -29,7 +34,8 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="roofline on this catalogue key or hardware JSON (for exec traces)")
     g.add_argument("--fit", action="store_true",
                    help="fit a calibrated model to this trace's own steps (in-sample error)")
-    c.add_argument("--tp", type=int, default=None, help="tensor-parallel degree with --hardware")
+    c.add_argument("--tp", type=positive_int, default=None,
+                   help="tensor-parallel degree with --hardware")
     o = p.add_argument_group("output")
     o.add_argument("--plot", default=None, metavar="PNG",
                    help="plot path (default: TRACE-replay.png beside the trace)")
@@ -44,21 +50,22 @@ def run(args: argparse.Namespace) -> int:
     from shared.trace import Trace
     from sim.replay import replay
 
-    try:
-        trace = Trace.load(args.trace)
-        model, described = cost_model(args, trace)
-        result = replay(trace, model)
-    except (ValueError, TypeError, NotImplementedError, OSError, KeyError) as e:
-        print(f"batchtwin replay: {e}", file=sys.stderr)
-        return 1
+    if args.tp is not None and args.hardware is None:
+        raise UsageError("--tp goes with --hardware")
+    trace = Trace.load(args.trace)
+    plot_path = None if args.no_plot else check_output_file(
+        args.plot or default_plot_path(args.trace), "--plot")
+    if args.steps_csv:
+        check_output_file(args.steps_csv, "--steps-csv")
+    model, described = cost_model(args, trace)
+    result = replay(trace, model)
     summary = summarize(args.trace, trace, result, described)
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
     if args.steps_csv:
         result.steps.to_csv(args.steps_csv, index=False)
-    if not args.no_plot:
-        path = Path(args.plot) if args.plot else default_plot_path(args.trace)
-        plot(result, path, title=f"{Path(args.trace).name}: {described}")
-        print(f"wrote {path}", file=sys.stderr)
+    if plot_path is not None:
+        plot(result, plot_path, title=f"{Path(args.trace).name}: {described}")
+        print(f"wrote {plot_path}", file=sys.stderr)
     return EXIT_DIVERGED if args.strict and result.first_divergence is not None else 0
 
 
@@ -70,8 +77,6 @@ def cost_model(args: argparse.Namespace, trace):
     from sim.replay import default_cost_model
     from sim.roofline import RooflineCostModel
 
-    if args.tp is not None and args.hardware is None:
-        raise ValueError("--tp goes with --hardware")
     if args.cost_model:
         return CalibratedCostModel.load(args.cost_model), f"calibrated ({args.cost_model})"
     if args.fit:

@@ -7,6 +7,9 @@ driver and a cost model; no model runs) and print its serving metrics.
 With `--out`, writes requests and steps (Parquet when pyarrow is importable, else CSV), the
 run's configuration (config.json: workload, model, hardware, cost model, the effective engine
 config) and summary.json; `--save-trace` adds the full step trace (trace.jsonl, replayable).
+`--out` is created when absent; a folder that already holds files is refused before the run
+unless `--overwrite` is given, which replaces the files of an earlier run (an existing file
+is always refused).
 """
 
 from __future__ import annotations
@@ -20,17 +23,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from experiments.arg_types import non_negative_int, positive_int, seed
+from experiments.cli_errors import UsageError
+from experiments.output_paths import check_output_folder, remove_stale
+
 HELP = "simulate serving a workload on a model and hardware (SimPy + cost model, no GPU)"
 WORKLOADS = ("sharegpt", "synthetic", "shared-prefix")
 DEFAULT_LENGTHS = {"sharegpt": (200, 200), "synthetic": (512, 128), "shared-prefix": (128, 256)}
 LATENCY_ROWS = ("ttft", "tpot", "itl", "e2e")
+OUTPUT_FILES = ("requests.parquet", "requests.csv", "steps.parquet", "steps.csv", "config.json",
+                "summary.json", "trace.jsonl")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("model and hardware")
     m.add_argument("--model", default="llama-3-8b", help="embedded key or config.json path")
     m.add_argument("--hardware", default="h100", help="catalogue key or hardware JSON path")
-    m.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    m.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree")
     m.add_argument("--cost-model", default=None, metavar="JSON",
                    help="calibrated cost model file (default: roofline)")
     w = p.add_argument_group("workload")
@@ -40,18 +49,23 @@ def configure(p: argparse.ArgumentParser) -> None:
     w.add_argument("--num-requests", type=int, default=100)
     w.add_argument("--rate", type=float, default=math.inf, help="requests/s (inf: all at t=0)")
     w.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1: Poisson)")
-    w.add_argument("--prompt-len", type=int, default=None,
+    w.add_argument("--prompt-len", type=positive_int, default=None,
                    help="prompt tokens (sharegpt: median 200; synthetic: 512; "
                         "shared-prefix: question length 128)")
-    w.add_argument("--output-len", type=int, default=None,
+    w.add_argument("--output-len", type=positive_int, default=None,
                    help="output tokens (sharegpt: median 200; synthetic 128; shared-prefix 256)")
-    w.add_argument("--num-groups", type=int, default=8, help="shared-prefix: prompt groups")
-    w.add_argument("--system-prompt-len", type=int, default=2048,
+    w.add_argument("--num-groups", type=positive_int, default=8,
+                   help="shared-prefix: prompt groups")
+    w.add_argument("--system-prompt-len", type=non_negative_int, default=2048,
                    help="shared-prefix: system prompt tokens")
-    w.add_argument("--seed", type=int, default=0, help="workload and token-source seed")
+    w.add_argument("--seed", type=seed, default=0, help="workload and token-source seed")
     _engine_arguments(p.add_argument_group("engine (EngineConfig fields)"))
     o = p.add_argument_group("output")
-    o.add_argument("--out", default=None, metavar="DIR", help="folder for results")
+    o.add_argument("--out", default=None, metavar="DIR",
+                   help="folder for the tables, config.json and summary.json (created; refused "
+                        "when it already holds files, unless --overwrite)")
+    o.add_argument("--overwrite", action="store_true",
+                   help="let --out replace the results of an earlier run in its folder")
     o.add_argument("--save-trace", action="store_true", help="also write trace.jsonl to --out")
     for name in ("ttft", "tpot", "e2e"):
         o.add_argument(f"--slo-{name}", type=float, default=None, metavar="S",
@@ -77,16 +91,15 @@ def run(args: argparse.Namespace) -> int:
     from shared.run_result import SLO
     from sim.simulate import load_model, simulate
 
-    try:
-        _, shape = load_model(args.model)
-        workload = make_workload(args, shape.vocab_size)
-        slo = _slo(args, SLO)
-        result = simulate(workload, model=args.model, hardware=args.hardware, tp=args.tp,
-                          cost_model=args.cost_model, seed=args.seed, slo=slo,
-                          progress=not args.no_progress, **engine_args(args))
-    except (ValueError, TypeError, NotImplementedError, OSError, RuntimeError) as e:
-        print(f"batchtwin simulate: {e}", file=sys.stderr)
-        return 1
+    if args.save_trace and not args.out:
+        raise UsageError("--save-trace writes into --out; give --out DIR")
+    if args.out:
+        check_output_folder(args.out, "--out", args.overwrite)
+    _, shape = load_model(args.model)
+    workload = make_workload(args, shape.vocab_size)
+    result = simulate(workload, model=args.model, hardware=args.hardware, tp=args.tp,
+                      cost_model=args.cost_model, seed=args.seed, slo=_slo(args, SLO),
+                      progress=not args.no_progress, **engine_args(args))
     config = run_config(args, workload, result)
     print_summary(config, result)
     if args.out:
@@ -99,7 +112,7 @@ def make_workload(args: argparse.Namespace, vocab_size: int):
     from shared.workload import Workload
 
     if args.workload_file:
-        return Workload.from_jsonl(args.workload_file)
+        return read_workload(args.workload_file)
     prompt, output = DEFAULT_LENGTHS[args.workload]
     prompt = args.prompt_len if args.prompt_len is not None else prompt
     output = args.output_len if args.output_len is not None else output
@@ -115,6 +128,21 @@ def make_workload(args: argparse.Namespace, vocab_size: int):
     return Workload.generated_shared_prefix(
         args.num_groups, args.num_requests // args.num_groups, args.system_prompt_len, prompt,
         output, **common)
+
+
+def read_workload(path: str):
+    """The saved workload at `path`; ValueError naming the file when it is not one.
+
+    NOTE: Workload.from_jsonl names the file for a wrong header only; a line that is not
+    JSON, or a request missing a field, raises without it.
+    """
+    from shared.workload import Workload
+
+    try:
+        return Workload.from_jsonl(path)
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+        raise ValueError(f"workload file {path} is not a batchtwin workload ({what})") from None
 
 
 def engine_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -159,6 +187,7 @@ def print_summary(config: dict[str, Any], result) -> None:
 
 def write_outputs(out: Path, config: dict[str, Any], result, save_trace: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    remove_stale(out, OUTPUT_FILES)
     parquet = importlib.util.find_spec("pyarrow") is not None
     for name, frame in (("requests", result.requests), ("steps", result.steps)):
         if parquet:

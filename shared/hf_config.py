@@ -54,31 +54,39 @@ class HFConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> HFConfig:
+        """The config.json at `path` (or in the folder `path`); FileNotFoundError when there is
+        none, and the class's InvalidModelConfig naming the file for a bad one."""
         path = Path(path)
         if path.is_dir():
             path = path / "config.json"
         if not path.exists():
             raise FileNotFoundError(f"no config.json at {path}")
-        return cls.from_dict(json.loads(path.read_text()))
+        try:
+            return cls.from_dict(_json_object(path))
+        except InvalidModelConfig as e:
+            raise type(e)(f"{path}: {e}") from None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HFConfig:
+        """Raises InvalidModelConfig naming the field: a required one missing, a size that is
+        not a positive integer, heads that do not divide hidden_size (without head_dim) or
+        kv heads that do not divide heads."""
         arch, names = _architecture(d)
-        heads = _req(d, "num_attention_heads")
-        kv_heads = d.get("num_key_value_heads") or heads
+        heads, hidden = _positive(d, "num_attention_heads"), _positive(d, "hidden_size")
+        kv_heads = _positive(d, "num_key_value_heads", default=heads)
         if heads % kv_heads:
             raise InvalidModelConfig(f"num_attention_heads ({heads}) is not a multiple of "
                                      f"num_key_value_heads ({kv_heads})")
-        hidden = _req(d, "hidden_size")
         theta, scaling = _rope(d)
         return cls(
-            arch=arch, names=names, vocab_size=_req(d, "vocab_size"), hidden_size=hidden,
-            intermediate_size=_req(d, "intermediate_size"),
-            num_layers=_req(d, "num_hidden_layers"), num_heads=heads, num_kv_heads=kv_heads,
-            head_dim=d.get("head_dim") or (128 if arch == "qwen3" else hidden // heads),
+            arch=arch, names=names, vocab_size=_positive(d, "vocab_size"), hidden_size=hidden,
+            intermediate_size=_positive(d, "intermediate_size"),
+            num_layers=_positive(d, "num_hidden_layers"), num_heads=heads, num_kv_heads=kv_heads,
+            head_dim=_head_dim(d, arch, hidden, heads),
             rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), rope_theta=theta,
             rope_scaling=scaling,
-            max_position_embeddings=int(d.get("max_position_embeddings", DEFAULT_CONTEXT)),
+            max_position_embeddings=_positive(d, "max_position_embeddings",
+                                              default=DEFAULT_CONTEXT),
             tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
             attention_bias=bool(d.get("attention_bias", False)) and arch != "mistral",
             mlp_bias=bool(d.get("mlp_bias", False)), hidden_act=d.get("hidden_act", "silu"),
@@ -101,10 +109,39 @@ class HFConfig:
         return self.max_position_embeddings
 
 
-def _req(d: dict[str, Any], key: str) -> Any:
-    if key not in d:
-        raise InvalidModelConfig(f"config.json has no {key!r}")
-    return d[key]
+def _json_object(path: Path) -> dict[str, Any]:
+    """config.json's object; InvalidModelConfig for a file that is not JSON or not an object."""
+    try:
+        d = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InvalidModelConfig(f"not valid JSON ({e})") from None
+    if not isinstance(d, dict):
+        raise InvalidModelConfig(f"must hold a JSON object, got {type(d).__name__}")
+    return d
+
+
+def _positive(d: dict[str, Any], key: str, default: int | None = None) -> int:
+    """d[key] as a positive int; a missing (or null) key is `default`, or an error without one."""
+    value = d.get(key)
+    if value is None:
+        if default is None:
+            raise InvalidModelConfig(f"config.json has no {key!r}")
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidModelConfig(f"{key} must be a positive integer, got {value!r}")
+    return value
+
+
+def _head_dim(d: dict[str, Any], arch: str | None, hidden: int, heads: int) -> int:
+    """`head_dim` when given (Qwen3 defaults to 128), else hidden_size / num_attention_heads."""
+    if d.get("head_dim") is not None:
+        return _positive(d, "head_dim")
+    if arch == "qwen3":
+        return 128
+    if hidden % heads:
+        raise InvalidModelConfig(f"hidden_size ({hidden}) is not a multiple of num_attention_heads "
+                                 f"({heads}) and there is no head_dim")
+    return hidden // heads
 
 
 def _architecture(d: dict[str, Any]) -> tuple[str | None, tuple[str, ...]]:

@@ -89,9 +89,9 @@ def test_fidelity_reports_every_figure_with_its_bar(calibrated, tiny, tmp_path):
 
 @pytest.mark.parametrize("argv,message", [
     (["--cost-model", "/nonexistent/cost.json"], "does not exist"),
-    (["--rate", "0"], "--rate must be > 0"),
+    (["--rate", "0"], "--rate: must be > 0"),
     (["--runs", "0"], "must be >= 1"),
-    (["--temperature", "-1"], "--temperature must be >= 0"),
+    (["--temperature", "-1"], "--temperature: must be >= 0"),
 ])
 def test_fidelity_bad_input_is_one_clear_line(argv, message, capsys):
     """Bad options exit 2 with a message naming the problem, before any model loads."""
@@ -103,7 +103,25 @@ def test_calibrate_bad_input_is_one_clear_line(capsys):
     """calibrate refuses a non-positive thread count and a negative temperature, exit 2."""
     assert main(["calibrate", "--threads", "0"]) == 2
     assert main(["calibrate", "--temperature", "-0.5"]) == 2
-    assert "--temperature must be >= 0" in capsys.readouterr().err
+    assert "--temperature: must be >= 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("fast", "expected"), [(True, "bfloat16"), (False, "float32")])
+def test_auto_dtype_is_float32_on_a_cpu_without_fast_bfloat16(fast, expected, monkeypatch):
+    """calibrate and fidelity default to --dtype auto: bfloat16 where the CPU has fast
+    bfloat16 kernels, else float32 (bfloat16 would run several times slower); a dtype given
+    is kept."""
+    import torch
+
+    import exec.packed_linear
+    from experiments.calibration.run import resolve_dtype
+
+    monkeypatch.setattr(exec.packed_linear, "cpu_has_fast_kernels", lambda dtype: fast)
+    assert resolve_dtype("auto", torch.device("cpu")) == expected
+    assert resolve_dtype("bfloat16", torch.device("cpu")) == "bfloat16"
+    from experiments.cli import build_parser
+
+    assert build_parser().parse_args(["calibrate"]).dtype == "auto"
 
 
 def test_fidelity_can_recalibrate_before_every_run(tiny):

@@ -11,6 +11,7 @@ import pytest
 import transformers
 
 from exec.model_config import ModelConfig, UnsupportedModelError
+from shared.hf_config import InvalidModelConfig
 
 SIZES = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2)
@@ -177,6 +178,41 @@ def test_inconsistent_configs_are_refused_with_the_reason(kw, match):
     """Head counts, activation, EOS ids and llama3 rope parameters are checked on load."""
     with pytest.raises(UnsupportedModelError, match=match):
         ModelConfig.from_dict(hand(**kw))
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"num_attention_heads": 0}, "num_attention_heads must be a positive integer, got 0"),
+    ({"vocab_size": -5}, "vocab_size must be a positive integer, got -5"),
+    ({"hidden_size": 64.5}, "hidden_size must be a positive integer"),
+    ({"num_hidden_layers": True}, "num_hidden_layers must be a positive integer"),
+    ({"intermediate_size": "128"}, "intermediate_size must be a positive integer"),
+    ({"num_key_value_heads": 0}, "num_key_value_heads must be a positive integer"),
+    ({"head_dim": 0}, "head_dim must be a positive integer"),
+    ({"max_position_embeddings": 0}, "max_position_embeddings must be a positive integer"),
+    ({"hidden_size": 66}, r"hidden_size \(66\) is not a multiple of num_attention_heads \(4\)"),
+])
+def test_config_json_sizes_are_validated_naming_the_file_and_field(tmp_path, kw, match):
+    """Sizes must be positive integers and heads must divide hidden_size (without head_dim);
+    the error names config.json's path and the field."""
+    (tmp_path / "config.json").write_text(json.dumps(hand(**kw)))
+    with pytest.raises(UnsupportedModelError, match=match) as caught:
+        ModelConfig.from_file(tmp_path)
+    assert str(tmp_path / "config.json") in str(caught.value)
+
+
+def test_an_explicit_head_dim_lifts_the_divisibility_rule():
+    """With head_dim given, hidden_size need not be heads * head_dim (Qwen3 style)."""
+    assert ModelConfig.from_dict(hand(hidden_size=66, head_dim=16)).head_dim == 16
+
+
+def test_malformed_config_json_is_named(tmp_path):
+    """A config.json that is not a JSON object raises naming the file."""
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(InvalidModelConfig, match=r"config\.json: not valid JSON"):
+        ModelConfig.from_file(tmp_path)
+    (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(InvalidModelConfig, match="must hold a JSON object"):
+        ModelConfig.from_file(tmp_path)
 
 
 def test_mistral_attention_bias_is_ignored_as_in_transformers():

@@ -1,6 +1,6 @@
 """`batchtwin calibrate`: fit the simulator's cost model to the real executor on this machine.
 
-    batchtwin calibrate [--model PATH] [--dtype bfloat16] [--threads 1] [--repeats 2] \
+    batchtwin calibrate [--model PATH] [--dtype auto] [--threads 1] [--repeats 2] \
         [--out batchtwin-calibration]
 
 Runs the real executor over a grid of batch shapes (experiments.calibration.grid), fits
@@ -18,58 +18,51 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import asdict
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from experiments.arg_types import non_negative_float, positive_int, seed
 from experiments.calibration.config import CalibrationConfig
 
 if TYPE_CHECKING:
     from experiments.calibration.run import Calibration
 
 HELP = "fit the simulator's cost model to the real executor on this machine"
-DTYPES = ("bfloat16", "float32", "float16")
+DTYPES = ("auto", "bfloat16", "float32", "float16")
+DTYPE_HELP = ("auto (default): bfloat16, or float32 on a CPU without fast bfloat16 kernels "
+              "(no AVX-512 or AVX-NE-CONVERT)")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     d = CalibrationConfig()
     p.add_argument("--model", default=None,
                    help="checkpoint folder or .gguf (default: SmolLM2-135M, else a tiny random model)")
-    p.add_argument("--device", default=d.device)
-    p.add_argument("--dtype", default=d.dtype, choices=DTYPES)
-    p.add_argument("--threads", type=int, default=d.threads,
+    p.add_argument("--device", default=d.device, help="cpu (default), cuda, cuda:N or mps")
+    p.add_argument("--dtype", default="auto", choices=DTYPES, help=DTYPE_HELP)
+    p.add_argument("--threads", type=positive_int, default=d.threads,
                    help="torch threads, fixed for the whole run (default 1: on a small shared "
                         "host one thread leaves a core to everything else and steadies timings)")
-    p.add_argument("--repeats", type=int, default=d.repeats, help="passes over the shape grids")
-    p.add_argument("--temperature", type=float, default=d.temperature,
+    p.add_argument("--repeats", type=positive_int, default=d.repeats,
+                   help="passes over the shape grids")
+    p.add_argument("--temperature", type=non_negative_float, default=d.temperature,
                    help="sampling temperature of the measured requests (0: greedy); calibrate "
                         "at the temperature you serve")
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--seed", type=seed, default=d.seed)
     p.add_argument("--out", default="batchtwin-calibration", metavar="DIR")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.threads < 1 or args.repeats < 1:
-        print("error: --threads and --repeats must be >= 1", file=sys.stderr)
-        return 2
-    if not args.temperature >= 0:
-        print(f"error: --temperature must be >= 0 (0: greedy), got {args.temperature}",
-              file=sys.stderr)
-        return 2
-    c = CalibrationConfig(model=args.model, device=args.device, dtype=args.dtype,
-                          threads=args.threads, repeats=args.repeats, seed=args.seed,
-                          temperature=args.temperature)
-    from experiments.calibration.run import calibrate  # NOTE: torch, once the arguments are good
+    from exec.torch_device import checked_device  # NOTE: torch
+    from experiments.calibration.run import calibrate, resolve_dtype
 
+    dtype = resolve_dtype(args.dtype, checked_device(args.device))
+    c = CalibrationConfig(model=args.model, device=args.device, dtype=dtype, threads=args.threads,
+                          repeats=args.repeats, seed=args.seed, temperature=args.temperature)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        result = calibrate(c, scratch=out)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    result = calibrate(c, scratch=out)
     write(result, c, out)
     print(summary_text(result, out))
     return 0

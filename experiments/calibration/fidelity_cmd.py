@@ -18,13 +18,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from experiments.arg_types import non_negative_float, positive_float, positive_int, seed
 from experiments.calibration import calibrate_cmd
 from experiments.calibration.config import CalibrationConfig
 from experiments.calibration.fidelity import WorkloadSpec, latency_table, medians, run_fidelity
+from experiments.cli_errors import UsageError
 from sim.calibrated import CalibratedCostModel
 
 HELP = "measure the simulator against the real executor (teacher forced and free running)"
@@ -40,43 +41,42 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="one calibrated cost model for every run (default: calibrate first)")
     p.add_argument("--recalibrate", action="store_true",
                    help="calibrate again (one pass) before every run")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default=CalibrationConfig.dtype, choices=calibrate_cmd.DTYPES)
-    p.add_argument("--threads", type=int, default=CalibrationConfig.threads,
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or mps")
+    p.add_argument("--dtype", default="auto", choices=calibrate_cmd.DTYPES,
+                   help=calibrate_cmd.DTYPE_HELP)
+    p.add_argument("--threads", type=positive_int, default=CalibrationConfig.threads,
                    help="torch threads, fixed for the whole run (as for calibrate)")
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--num-requests", type=int, default=w.num_requests)
-    p.add_argument("--rate", type=float, default=w.rate, help="requests/s (Poisson)")
-    p.add_argument("--prompt-median", type=float, default=w.prompt_median)
-    p.add_argument("--output-median", type=float, default=w.output_median)
-    p.add_argument("--max-total-tokens", type=int, default=CalibrationConfig.max_total_tokens)
-    p.add_argument("--temperature", type=float, default=w.temperature,
+    p.add_argument("--runs", type=positive_int, default=3)
+    p.add_argument("--num-requests", type=positive_int, default=w.num_requests)
+    p.add_argument("--rate", type=positive_float, default=w.rate, help="requests/s (Poisson)")
+    p.add_argument("--prompt-median", type=positive_float, default=w.prompt_median)
+    p.add_argument("--output-median", type=positive_float, default=w.output_median)
+    p.add_argument("--max-total-tokens", type=positive_int,
+                   default=CalibrationConfig.max_total_tokens,
+                   help=f"KV capacity of the engine in tokens (at least "
+                        f"{CalibrationConfig.chunk_size}, one prefill chunk)")
+    p.add_argument("--temperature", type=non_negative_float, default=w.temperature,
                    help="sampling temperature of the workload and of the calibration (0: greedy)")
-    p.add_argument("--seed", type=int, default=w.seed)
+    p.add_argument("--seed", type=seed, default=w.seed)
     p.add_argument("--out", default="batchtwin-fidelity", metavar="DIR")
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = _check(args)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
-    from experiments.calibration.run import calibration_engine, resolve_model  # NOTE: torch
+    _check(args)
+    from exec.torch_device import checked_device  # NOTE: torch
+    from experiments.calibration.run import calibration_engine, resolve_dtype, resolve_model
 
+    dtype = resolve_dtype(args.dtype, checked_device(args.device))
+    fixed = None if args.cost_model is None else CalibratedCostModel.load(args.cost_model)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    c = CalibrationConfig(model=args.model, device=args.device, dtype=args.dtype,
+    c = CalibrationConfig(model=args.model, device=args.device, dtype=dtype,
                           threads=args.threads, max_total_tokens=args.max_total_tokens,
                           seed=args.seed, temperature=args.temperature)
     spec = WorkloadSpec(args.num_requests, args.rate, args.prompt_median, args.output_median,
                         seed=args.seed, temperature=args.temperature)
-    try:
-        model = resolve_model(c.model, out)
-        engine = calibration_engine(c, model)
-        fixed = None if args.cost_model is None else CalibratedCostModel.load(args.cost_model)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    model = resolve_model(c.model, out)
+    engine = calibration_engine(c, model)
     models: list[CalibratedCostModel] = []
 
     def cost_for_run(k: int) -> CalibratedCostModel:
@@ -95,16 +95,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check(args: argparse.Namespace) -> str | None:
-    if args.runs < 1 or args.threads < 1 or args.num_requests < 1:
-        return "--runs, --threads and --num-requests must be >= 1"
-    if not args.temperature >= 0:
-        return f"--temperature must be >= 0 (0: greedy), got {args.temperature}"
-    if not args.rate > 0:
-        return f"--rate must be > 0 requests/s, got {args.rate}"
+def _check(args: argparse.Namespace) -> None:
+    """UsageError for flags out of range together (argparse checks each on its own)."""
+    chunk = CalibrationConfig.chunk_size
+    if args.max_total_tokens < chunk:
+        raise UsageError(f"--max-total-tokens must be at least {chunk} (one prefill chunk of "
+                         f"the calibration engine), got {args.max_total_tokens}")
     if args.cost_model is not None and not Path(args.cost_model).is_file():
-        return f"cost model file {args.cost_model} does not exist (run `batchtwin calibrate`)"
-    return None
+        raise UsageError(f"cost model file {args.cost_model} does not exist "
+                         f"(run `batchtwin calibrate`)")
 
 
 def _calibrate(engine, c: CalibrationConfig, model: str, out: Path) -> CalibratedCostModel:

@@ -61,6 +61,17 @@ def resolve_model(model: str | None, scratch: Path) -> str:
         return str(write_tiny_checkpoint(scratch / "tiny-model", TinyModelConfig()))
 
 
+def resolve_dtype(dtype: str, device: torch.device) -> str:
+    """`dtype`, with "auto" resolved: bfloat16, but float32 on a CPU whose oneDNN has no fast
+    bfloat16 kernels (the engine would warn that bfloat16 runs several times slower there)."""
+    from exec.packed_linear import cpu_has_fast_kernels
+
+    if dtype != "auto":
+        return dtype
+    slow = device.type == "cpu" and not cpu_has_fast_kernels(torch.bfloat16)
+    return "float32" if slow else "bfloat16"
+
+
 def open_engine(c: CalibrationConfig, model: str, **engine_args) -> Engine:
     from exec.engine import Engine
 

@@ -21,6 +21,7 @@ import os
 import sys
 from pathlib import Path
 
+from experiments.arg_types import non_negative_int, positive_int
 from experiments.plan.grid import NONE_WORDS, Grid, check_candidates, parse_list
 from experiments.plan.slo import DEFAULT_SLO, format_rate
 
@@ -40,11 +41,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     w = p.add_argument_group("workload")
     w.add_argument("--workload", choices=WORKLOADS, default="sharegpt")
     w.add_argument("--num-requests", type=int, default=1000, help="requests per run")
-    w.add_argument("--prompt-len", type=int, default=None, help="as `batchtwin simulate`")
-    w.add_argument("--output-len", type=int, default=None, help="as `batchtwin simulate`")
+    w.add_argument("--prompt-len", type=positive_int, default=None, help="as `batchtwin simulate`")
+    w.add_argument("--output-len", type=positive_int, default=None, help="as `batchtwin simulate`")
     w.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1: Poisson)")
-    w.add_argument("--num-groups", type=int, default=8, help="shared-prefix: prompt groups")
-    w.add_argument("--system-prompt-len", type=int, default=2048,
+    w.add_argument("--num-groups", type=positive_int, default=8,
+                   help="shared-prefix: prompt groups")
+    w.add_argument("--system-prompt-len", type=non_negative_int, default=2048,
                    help="shared-prefix: system prompt tokens")
     s = p.add_argument_group("objectives and search")
     s.add_argument("--slo", default=DEFAULT_SLO,
@@ -62,20 +64,16 @@ def configure(p: argparse.ArgumentParser) -> None:
         e.add_argument(f"--{knob}", default=default, help=f"{value} (default {default})")
     o = p.add_argument_group("output")
     o.add_argument("--out", default="batchtwin-plan", metavar="DIR", help="output folder")
-    o.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    o.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
                    help="worker processes (default: every core; 1 runs serially)")
     o.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        spec, grid = build_plan(args)
-        candidates = grid.candidates()
-        check_candidates(spec.model, candidates)
-        return execute(spec, grid, candidates, args)
-    except (ValueError, TypeError, NotImplementedError, OSError, RuntimeError) as e:
-        print(f"batchtwin plan: {e}", file=sys.stderr)
-        return 1
+    spec, grid = build_plan(args)
+    candidates = grid.candidates()
+    check_candidates(spec.model, candidates)
+    return execute(spec, grid, candidates, args)
 
 
 def build_plan(args: argparse.Namespace):
