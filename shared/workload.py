@@ -57,7 +57,7 @@ class WorkloadRequest:
         except InvalidRequestError as e:
             raise InvalidRequestError(e.field, e.value, f"request {self.rid!r}: {e.reason}") from None
         if not array.size:
-            raise ValueError(f"request {self.rid!r}: empty prompt")
+            raise InvalidRequestError("input_ids", [], f"request {self.rid!r}: the prompt is empty")
         array.flags.writeable = False
         object.__setattr__(self, "input_ids", tuple(array.tolist()))
         object.__setattr__(self, "_input_array", array)

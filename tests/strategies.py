@@ -80,3 +80,62 @@ def token_timelines(draw, max_requests: int = 4, max_tokens: int = 5):
             ticks.append(t)
         timelines.append((arrival, ticks))
     return timelines
+
+
+# --- fuzzing bad input (tests/test_fuzz_requests.py) ------------------------------------------
+
+json_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 40), st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=4))
+json_values = st.recursive(
+    json_scalars, lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.one_of(st.text(max_size=3), st.integers(-2, 300)), inner, max_size=3),
+    max_leaves=6)
+
+# NOTE: plausible values keep most requests valid and short; json_values break them. A rare
+# branch is taken on a middle value of st.integers (Hypothesis favours 0 and the bounds).
+PLAUSIBLE_PARAMS = {
+    "temperature": st.sampled_from((0.0, 0.0, 0.7, 1.0)),
+    "top_p": st.floats(0.1, 1.0), "top_k": st.sampled_from((-1, 1, 5, 2**63)),
+    "min_p": st.floats(0.0, 0.5), "frequency_penalty": st.floats(-1.0, 1.0),
+    "presence_penalty": st.floats(-1.0, 1.0), "repetition_penalty": st.floats(0.5, 1.5),
+    "min_new_tokens": st.integers(0, 3), "n": st.just(1), "ignore_eos": st.booleans(),
+    "stop_token_ids": st.lists(st.integers(0, 255), max_size=2),
+    "logit_bias": st.dictionaries(st.integers(0, 255), st.floats(-100, 100), max_size=2),
+    "sampling_seed": st.integers(0, 2**32), "return_logprob": st.booleans(),
+    "logprob_start_len": st.integers(-1, 4), "top_logprobs_num": st.integers(0, 3),
+}
+
+
+@st.composite
+def fuzz_sampling_params(draw, max_new_tokens: int = 6) -> dict:
+    """A sampling-params dict as a client might send it: known keys with plausible or
+    arbitrary JSON-like values, now and then an unknown key; max_new_tokens always set
+    (small, or arbitrary) so that accepted requests stay short."""
+    junk = st.one_of(json_values, st.integers(-(2**70), 2**70))
+    d = {"max_new_tokens": draw(junk if draw(st.integers(0, 5)) == 2 else st.integers(1, max_new_tokens))}
+    for key in draw(st.lists(st.sampled_from(sorted(PLAUSIBLE_PARAMS)), max_size=4, unique=True)):
+        d[key] = draw(junk if draw(st.integers(0, 5)) == 2 else PLAUSIBLE_PARAMS[key])
+    if draw(st.integers(0, 15)) == 7:
+        d[draw(st.text(min_size=1, max_size=5))] = draw(json_values)
+    return d
+
+
+@st.composite
+def fuzz_prompts(draw, vocab_size: int, max_len: int = 12):
+    """Token-id prompts, mostly valid; sometimes empty, out of the vocabulary, or holding
+    floats, bools, strings, bytes or nested lists."""
+    good = st.lists(st.integers(0, vocab_size - 1), min_size=1, max_size=max_len)
+    if draw(st.integers(0, 5)) != 2:
+        return draw(good)
+    token = st.one_of(st.integers(-5, vocab_size + 5), st.floats(), st.booleans(),
+                      st.text(max_size=2), st.lists(st.integers(0, 3), max_size=2))
+    return draw(st.one_of(st.lists(token, max_size=max_len), st.binary(max_size=4), json_scalars))
+
+
+def fuzz_requests(vocab_size: int) -> st.SearchStrategy:
+    """1-3 (prompt, sampling-params dict, abort_after) triples; abort_after: abort the request
+    after that many streamed chunks (None: never)."""
+    return st.lists(st.tuples(fuzz_prompts(vocab_size), fuzz_sampling_params(),
+                              st.one_of(st.none(), st.none(), st.integers(0, 3))),
+                    min_size=1, max_size=3)
