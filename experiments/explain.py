@@ -1,4 +1,4 @@
-"""The golden example (DESIGN.md §4) as both executors see it, step by step.
+"""The golden example (ARCHITECTURE.md §4) as both executors see it, step by step.
 
 exec runs it for real: `TorchModelRunner` on a tiny random-weight Llama (CPU, float32, greedy,
 weights from a fixed seed). sim runs it again on a fresh scheduler: `SimModelRunner` prices
@@ -67,7 +67,7 @@ def explain(seed: int = 0, hardware: str = "h100") -> dict[str, Any]:
              for i, (e, s) in enumerate(zip(exec_steps, sim_steps, strict=False))]
     records_agree = (len(exec_trace.steps) == len(sim_trace.steps) and all(
         a.diff(b) is None for a, b in zip(exec_trace.steps, sim_trace.steps, strict=True)))
-    return {"example": "DESIGN.md §4", "seed": seed,
+    return {"example": "ARCHITECTURE.md §4", "seed": seed,
             "exec": f"TorchModelRunner, tiny random Llama (seed {seed}), cpu float32, greedy",
             "sim": f"SimModelRunner, roofline on {hardware}, tokens replayed from exec's trace",
             "steps": steps, "step_counts": [len(exec_steps), len(sim_steps)],

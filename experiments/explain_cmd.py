@@ -1,4 +1,4 @@
-"""`batchtwin explain`: the golden example of DESIGN.md §4, step by step, as the executors see
+"""`batchtwin explain`: the golden example of ARCHITECTURE.md §4, step by step, as the executors see
 it: the ForwardBatch fields of each step, the logit rows selected and the sampled ids (the
 next decode inputs), from a real run (tiny random Llama on CPU) and from the simulator (a
 roofline cost model, replaying the real run's tokens) side by side.
@@ -18,7 +18,7 @@ from typing import Any
 
 from experiments.arg_types import seed
 
-HELP = "show DESIGN.md §4's golden example step by step, real executor beside simulator"
+HELP = "show ARCHITECTURE.md §4's golden example step by step, real executor beside simulator"
 EXIT_DIFFERS = 3
 MARK = "<-- differs"
 

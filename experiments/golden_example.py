@@ -1,4 +1,4 @@
-"""The golden example of DESIGN.md §4 on the simulator's side (no torch): the workload, the
+"""The golden example of ARCHITECTURE.md §4 on the simulator's side (no torch): the workload, the
 engine configuration, the per-step view of a runner, and the simulated run.
 
 `run_sim` serves the example on a fresh scheduler with `SimModelRunner` under the roofline
@@ -32,16 +32,16 @@ TINY_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vo
                "max_position_embeddings": 64, "eos_token_id": 0, "torch_dtype": "float32"}
 TINY_INFO = ModelInfo(TINY_CONFIG["vocab_size"], (TINY_CONFIG["eos_token_id"],),
                       TINY_CONFIG["max_position_embeddings"])
-# DESIGN §4's configuration: page_size 1, fcfs, no chunking, no mixed chunk.
+# ARCHITECTURE §4's configuration: page_size 1, fcfs, no chunking, no mixed chunk.
 ENGINE = EngineConfig(max_total_tokens=256, chunked_prefill_size=None, disable_cuda_graph=True,
-                      disable_overlap_schedule=True)  # DESIGN §4's schedule
+                      disable_overlap_schedule=True)  # ARCHITECTURE §4's schedule
 GREEDY = {"temperature": 0.0, "ignore_eos": True}
 REQUESTS = (("warm", 0.0, (21, 22, 23), 1),
             ("a", 1.0, (11, 12, 13, 14, 15, 16), 2),
             ("b", 1.0, (21, 22, 23, 24, 25, 26), 2))
 NOTES = ("warm-up: request 'warm' leaves [21, 22, 23] in the radix cache",
-         "DESIGN §4 EXTEND: 'a' computes 6 rows; 'b' reuses 3 cached tokens, computes 3",
-         "DESIGN §4 DECODE: the ids the EXTEND sampled are the inputs")
+         "ARCHITECTURE §4 EXTEND: 'a' computes 6 rows; 'b' reuses 3 cached tokens, computes 3",
+         "ARCHITECTURE §4 DECODE: the ids the EXTEND sampled are the inputs")
 ARRAY_FIELDS = ("input_ids", "positions", "seq_lens", "extend_prefix_lens", "extend_seq_lens",
                 "extend_start_loc", "out_cache_loc", "req_pool_indices")
 FIELDS = ("forward_mode", "batch_size", "rids", *ARRAY_FIELDS, "selected_rows", "logits_shape",
@@ -110,7 +110,7 @@ def explain_sim(seed: int = 0, hardware: str = "h100") -> dict[str, Any]:
     """The example on the simulator alone (`explain --sim-only`); token ids seeded by `seed`."""
     source = SyntheticTokenSource(seed, TINY_INFO.vocab_size, TINY_INFO.eos_token_ids)
     steps, trace = run_sim(ENGINE, TINY_INFO, source, roofline_clock(hardware))
-    return {"example": "DESIGN.md §4", "seed": seed,
+    return {"example": "ARCHITECTURE.md §4", "seed": seed,
             "sim": f"SimModelRunner, roofline on {hardware}, synthetic token ids (seed {seed})",
             "steps": [{"step": i, "note": NOTES[i] if i < len(NOTES) else "",
                        "sim_priced_ms": ms, "sim": view}

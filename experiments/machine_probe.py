@@ -1,5 +1,5 @@
 """What this machine achieves: streaming memory bandwidth and matrix-multiply FLOP/s, measured
-with torch, and the simulator hardware entry built from them ("this machine", DESIGN §5:
+with torch, and the simulator hardware entry built from them ("this machine", ARCHITECTURE §5:
 it comes from measurement, never typed in).
 
 The entry's numbers are achieved rates, so its efficiency factors are 1.0. The roofline

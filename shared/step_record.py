@@ -1,4 +1,4 @@
-"""`StepRecord`: one row per forward, what both executors must agree on (DESIGN §6)."""
+"""`StepRecord`: one row per forward, what both executors must agree on (ARCHITECTURE §6)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The conformance kit: property-test any `ModelRunner` against the spec and against ours.
 
-Agreement (DESIGN §6) for one workload, engine config and token source means: (1) the
+Agreement (ARCHITECTURE §6) for one workload, engine config and token source means: (1) the
 StepRecords of two executors are equal in every field but `start_time` and `duration`;
 (2) the runner computes what the spec says: the positions it feeds to rotary embeddings, the
 KV slots it writes and the hidden rows it sends to the LM head are the ForwardBatch's.

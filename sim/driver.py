@@ -1,4 +1,4 @@
-"""The SimPy driver: a workload's arrivals and the engine loop, in simulated time (DESIGN §5).
+"""The SimPy driver: a workload's arrivals and the engine loop, in simulated time (ARCHITECTURE §5).
 
 Two processes share one `simpy.Environment`:
 

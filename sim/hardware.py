@@ -1,5 +1,5 @@
 """The hardware catalogue: peak FLOP/s, memory, interconnect and achieved-efficiency factors,
-with the source of every number (DESIGN §5; numbers from reference/simulators.md §8).
+with the source of every number (ARCHITECTURE §5; numbers from reference/simulators.md §8).
 
 Units are SI: FLOP/s, bytes/s, bytes (1 GB = 1e9 bytes, vendor convention). FLOP/s are dense
 (no 2:4 sparsity). `interconnect_bw` is the per-GPU bandwidth in one direction (NVIDIA quotes

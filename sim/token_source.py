@@ -1,4 +1,4 @@
-"""Token sources: where the simulator's sampled token ids come from (DESIGN §5).
+"""Token sources: where the simulator's sampled token ids come from (ARCHITECTURE §5).
 
 A token source answers "what is output token `index` of request `rid`?" as a pure function
 of (rid, index), never of the batch the request runs in, so a schedule cannot change the

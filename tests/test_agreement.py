@@ -1,4 +1,4 @@
-"""Lockstep agreement (DESIGN §6): for the same workload, the simulator's schedule is the real
+"""Lockstep agreement (ARCHITECTURE §6): for the same workload, the simulator's schedule is the real
 executor's schedule step by step, and the real executor computes exactly what the spec says.
 
 Tokens: exec's TorchModelRunner samples for real (greedy and seeded temperature, EOS and stop

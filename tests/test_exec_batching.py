@@ -1,4 +1,4 @@
-"""Batching is invisible (DESIGN §6.3): packed, prefix-cached, chunked, mixed and retracted
+"""Batching is invisible (ARCHITECTURE §6.3): packed, prefix-cached, chunked, mixed and retracted
 runs give each request the greedy tokens it gets alone with no cache."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""exec/ against Hugging Face transformers on the same weights (DESIGN §6.3)."""
+"""exec/ against Hugging Face transformers on the same weights (ARCHITECTURE §6.3)."""
 
 import copy
 

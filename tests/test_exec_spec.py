@@ -1,4 +1,4 @@
-"""exec honours the spec (DESIGN §6.2): the positions fed to rotary embeddings, the KV slots
+"""exec honours the spec (ARCHITECTURE §6.2): the positions fed to rotary embeddings, the KV slots
 written and the hidden rows fed to the LM head are exactly the spec's."""
 
 import numpy as np
@@ -76,7 +76,7 @@ def test_positions_slots_and_lm_head_rows_are_the_specs(tiny_checkpoint, case):
 
 
 def test_golden_example_through_engine_matches_the_design(tiny_checkpoint):
-    """Two generate calls reproduce DESIGN.md §4's EXTEND and DECODE steps field by field
+    """Two generate calls reproduce ARCHITECTURE.md §4's EXTEND and DECODE steps field by field
     (the example's schedule: no overlap)."""
     folder, _ = tiny_checkpoint("llama")
     engine = Engine(folder, max_total_tokens=256, chunked_prefill_size=None,

@@ -1,4 +1,4 @@
-"""`batchtwin explain`: DESIGN.md §4 run by exec (tiny random Llama, CPU) and by sim (replaying
+"""`batchtwin explain`: ARCHITECTURE.md §4 run by exec (tiny random Llama, CPU) and by sim (replaying
 exec's tokens), step by step, side by side."""
 
 import copy
@@ -27,13 +27,13 @@ def test_exec_and_sim_agree_on_every_step_of_the_golden_example(golden):
 
 
 def test_steps_and_modes_match_design_section_4(golden):
-    """A warm-up EXTEND, then DESIGN §4's EXTEND of a and b, then its DECODE."""
+    """A warm-up EXTEND, then ARCHITECTURE §4's EXTEND of a and b, then its DECODE."""
     assert [(s["exec"]["forward_mode"], s["exec"]["rids"]) for s in golden["steps"]] == [
         ("EXTEND", ["warm"]), ("EXTEND", ["a", "b"]), ("DECODE", ["a", "b"])]
 
 
 def test_extend_step_has_the_design_fields(golden):
-    """The EXTEND step's fields are DESIGN §4's, in both columns."""
+    """The EXTEND step's fields are ARCHITECTURE §4's, in both columns."""
     for view in (golden["steps"][1]["exec"], golden["steps"][1]["sim"]):
         assert view["input_ids"] == [11, 12, 13, 14, 15, 16, 24, 25, 26]
         assert view["positions"] == [0, 1, 2, 3, 4, 5, 3, 4, 5]

@@ -80,7 +80,7 @@ def test_positions_of_a_decode_batch_are_seq_lens_minus_one(seq_lens):
 
 
 def test_positions_of_the_design_example():
-    """DESIGN.md §4: prefixes [0, 3], extends [6, 3] -> [0..5, 3..5], starts [0, 6]."""
+    """ARCHITECTURE.md §4: prefixes [0, 3], extends [6, 3] -> [0..5, 3..5], starts [0, 6]."""
     out = compute_positions([0, 3], [6, 3])
     assert out.positions.tolist() == [0, 1, 2, 3, 4, 5, 3, 4, 5]
     assert out.extend_start_loc.tolist() == [0, 6]

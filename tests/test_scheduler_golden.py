@@ -1,4 +1,4 @@
-"""DESIGN.md §4's worked example, field by field, through the real Scheduler, under both
+"""ARCHITECTURE.md §4's worked example, field by field, through the real Scheduler, under both
 schedules: the example is the one without overlap (`disable_overlap_schedule=True`); under
 SGLang's default overlap schedule the same requests run the same EXTEND and DECODE batches,
 plus one discarded DECODE row wherever a request finished in the step before."""
@@ -28,7 +28,7 @@ def _run_golden(config: EngineConfig = CONFIG):
 
 
 def test_golden_extend_step_matches_the_design_example():
-    """The EXTEND step of a and b equals DESIGN.md §4 in every listed field."""
+    """The EXTEND step of a and b equals ARCHITECTURE.md §4 in every listed field."""
     steps = _run_golden().trace.steps
     assert [s.forward_mode for s in steps] == ["EXTEND", "EXTEND", "DECODE"]
     ext = steps[1]
@@ -57,7 +57,7 @@ def test_golden_decode_step_feeds_the_extend_tokens():
 
 def test_golden_example_under_overlap_adds_one_discarded_row_after_each_finish():
     """Overlap: "warm" (one token, finished by its prefill) still decodes once, its row
-    discarded (-1, overlap_rows) and its slot freed; a and b run DESIGN §4's EXTEND and
+    discarded (-1, overlap_rows) and its slot freed; a and b run ARCHITECTURE §4's EXTEND and
     DECODE unchanged (in other KV slots: the freed one went to the back of the free list),
     then one more DECODE whose rows are discarded; every token and finish time is the one
     without overlap, and nothing leaks."""

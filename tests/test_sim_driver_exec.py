@@ -1,4 +1,4 @@
-"""The SimPy driver runs exec's torch runner under a cost-model clock (DESIGN §5), and a sim
+"""The SimPy driver runs exec's torch runner under a cost-model clock (ARCHITECTURE §5), and a sim
 replay of that run's tokens schedules identically. Tokens: the real model's greedy ids,
 replayed by sim (ignore_eos workload, so only max_new_tokens ends a request)."""
 

@@ -1,4 +1,4 @@
-"""The real executor on the tiny Llama, as the agreement checks drive it (DESIGN §6):
+"""The real executor on the tiny Llama, as the agreement checks drive it (ARCHITECTURE §6):
 `TinyExec` (a conformance-kit runner factory around the checkpoint's weights, with the
 roofline clock both executors run under), `TINY_INFO` (the tiny checkpoints' ModelInfo) and
 `ARRIVAL_TICK` (the arrival spacing of the drawn workloads). Shared by
