@@ -17,7 +17,8 @@ MAX_IDLE_SLEEP_S = 0.05
 def run_workload(engine: Engine, workload: Workload) -> RunResult:
     """Admit each request at its arrival time (seconds after the call), step the scheduler
     while anything is waiting or running, and return the run's `RunResult`, whose trace
-    holds this run's requests and steps with wall-clock start times."""
+    holds this run's requests and steps, times in seconds from the call (arrivals as the
+    workload's)."""
     if not len(workload):
         raise ValueError("the workload has no requests")
     taken = [w.rid for w in workload if w.rid in engine.trace.requests]
@@ -32,7 +33,7 @@ def run_workload(engine: Engine, workload: Workload) -> RunResult:
     _serve(engine, reqs)
     for r in reqs:
         engine.forget(r)
-    return RunResult.from_trace(engine.trace.select([r.rid for r in reqs], first_step))
+    return RunResult.from_trace(engine.trace.select([r.rid for r in reqs], first_step, t0=start))
 
 
 def _serve(engine: Engine, reqs: list) -> None:

@@ -123,11 +123,19 @@ class Trace:
     def __len__(self) -> int:
         return len(self._steps) + len(self._pending)
 
-    def select(self, rids: list[str], first_step: int = 0) -> Trace:
+    def select(self, rids: list[str], first_step: int = 0, t0: float = 0.0) -> Trace:
         """A trace of these requests and the steps from `first_step` on (one run of an
-        engine whose trace spans several)."""
+        engine whose trace spans several), every time measured from `t0` (the run's start:
+        arrivals then read as the workload's)."""
+        requests = {rid: self.requests[rid] for rid in rids}
+        steps = list(self.steps[first_step:])
+        if t0:
+            requests = {rid: dataclasses.replace(
+                r, arrival_time=r.arrival_time - t0, first_token_time=r.first_token_time - t0,
+                finish_time=r.finish_time - t0) for rid, r in requests.items()}
+            steps = [dataclasses.replace(st, start_time=st.start_time - t0) for st in steps]
         return Trace(self.engine_config, self.model_info, self.model_config, self.executor,
-                     {rid: self.requests[rid] for rid in rids}, list(self.steps[first_step:]))
+                     requests, steps)
 
     def header(self) -> dict[str, Any]:
         return {
