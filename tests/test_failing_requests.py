@@ -11,6 +11,7 @@ from shared import ForwardBatch, SamplingParams, Scheduler
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.req import Req
 from shared.workload import Workload, WorkloadRequest
+from tests.engine_checks import assert_idle_and_leak_free
 from tests.scripted_runner import ScriptedRunner
 
 POISON_SEED = 424_242  # the marker: a request with this sampling_seed makes the runner raise
@@ -58,15 +59,6 @@ def _poison(monkeypatch, engine, where="sample", after=0):
     return raised
 
 
-def _assert_idle_and_leak_free(engine):
-    sched = engine.scheduler
-    assert sched.is_idle()
-    sched.mem.check_idle()
-    pool = sched.mem.req_to_token_pool
-    assert pool.available_size() == pool.size
-    assert not engine.trackers
-
-
 def _aborted_with(reason, text):
     return reason is not None and reason.type == "abort" and text in reason.message
 
@@ -85,7 +77,7 @@ def test_a_failing_request_is_aborted_alone_and_the_others_get_their_tokens(
     assert len(bad.token_ids) == after
     assert good.token_ids == alone[tuple(GOOD)]
     assert engine.generate(THIRD, GREEDY).token_ids == alone[tuple(THIRD)]
-    _assert_idle_and_leak_free(engine)
+    assert_idle_and_leak_free(engine)
 
 
 @SCHEDULES
@@ -104,7 +96,7 @@ def test_a_request_failing_in_a_chunked_or_mixed_batch_is_aborted_alone(folder, 
     assert raised == [((long_rid,), long_rid)]  # its first chunk, alone in the batch
     assert _aborted_with(bad.finish_reason, ERROR) and bad.token_ids == []
     assert good.token_ids == alone[tuple(GOOD)] and engine.scheduler.chunked_req is None
-    _assert_idle_and_leak_free(engine)
+    assert_idle_and_leak_free(engine)
 
 
 @SCHEDULES
@@ -125,7 +117,7 @@ def test_a_step_that_fails_for_every_subset_aborts_every_request_in_it(folder, a
     assert all(_aborted_with(o.finish_reason, "device lost") for o in outs)
     broken[0] = False
     assert engine.generate(GOOD, GREEDY).token_ids == alone[tuple(GOOD)]
-    _assert_idle_and_leak_free(engine)
+    assert_idle_and_leak_free(engine)
 
 
 def test_a_scheduler_error_beside_a_failing_forward_is_raised_not_blamed_on_requests(folder, monkeypatch):
@@ -170,7 +162,7 @@ def test_a_poisoned_request_aborted_by_id_before_its_next_step_does_not_raise(fo
     assert good.output_ids == alone[tuple(GOOD)]
     for r in (good, bad):
         engine.forget(r)
-    _assert_idle_and_leak_free(engine)
+    assert_idle_and_leak_free(engine)
 
 
 @SCHEDULES
@@ -196,9 +188,9 @@ def test_a_dropped_stream_aborts_its_requests_and_frees_their_kv(folder, alone, 
             gc.collect()
     records = engine.trace.requests.values()
     assert [r.finish_reason.type for r in records] == ["abort", "abort"]
-    _assert_idle_and_leak_free(engine)
+    assert_idle_and_leak_free(engine)
     assert engine.generate(THIRD, GREEDY).token_ids == alone[tuple(THIRD)]
-    _assert_idle_and_leak_free(engine)
+    assert_idle_and_leak_free(engine)
 
 
 @SCHEDULES
@@ -219,7 +211,7 @@ def test_a_stream_dropped_during_a_step_is_aborted_at_the_next_step(folder, alon
     monkeypatch.setattr(engine.runner, "forward", closing)
     assert engine.generate(THIRD, GREEDY).token_ids == alone[tuple(THIRD)]
     assert closed and [r.finish_reason.type for r in list(engine.trace.requests.values())[:2]] == ["abort"] * 2
-    _assert_idle_and_leak_free(engine)
+    assert_idle_and_leak_free(engine)
 
 
 STATES = {  # state -> (steps to reach it, chunked prefill, what abort returns)
@@ -258,7 +250,7 @@ def test_abort_in_any_state_frees_the_request_at_once_and_leaks_nothing(folder, 
     assert other.output_ids == alone[tuple(GOOD)]
     for r in (target, other):
         engine.forget(r)
-    _assert_idle_and_leak_free(engine)
+    assert_idle_and_leak_free(engine)
 
 
 @SCHEDULES
@@ -275,7 +267,7 @@ def test_the_online_loop_survives_a_failing_request(folder, alone, monkeypatch, 
     assert _aborted_with(recs["b"].finish_reason, ERROR)
     assert list(recs["a"].output_ids) == alone[tuple(GOOD)]
     assert list(recs["c"].output_ids) == alone[tuple(THIRD)]
-    _assert_idle_and_leak_free(engine)
+    assert_idle_and_leak_free(engine)
 
 
 MODEL = ModelInfo(vocab_size=50, eos_token_ids=(0,), context_length=8192)

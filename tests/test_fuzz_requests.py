@@ -14,6 +14,7 @@ from exec.engine import Engine
 from shared import InvalidRequestError, SamplingParams
 from shared.workload import Workload, WorkloadRequest
 from sim.simulate import simulate
+from tests.engine_checks import assert_idle_and_leak_free
 from tests.strategies import fuzz_requests
 from tests.tiny_models import COMMON
 
@@ -72,27 +73,18 @@ def _serve(engine, requests):
     return tokens, reasons, aborted
 
 
-def _assert_idle_and_leak_free(engine):
-    sched = engine.scheduler
-    assert sched.is_idle()
-    sched.mem.check_idle()
-    pool = sched.mem.req_to_token_pool
-    assert pool.available_size() == pool.size
-    assert not engine.trackers
-
-
 @FUZZ
 @given(requests=fuzz_requests(VOCAB))
 def test_fuzzed_requests_are_refused_cleanly_or_served_by_the_engine(engine, requests):
     """Refused: InvalidRequestError. Accepted: finished, greedy ones as alone. No leak."""
     kept = _accepted(engine, requests)
     event(f"accepted {len(kept)} of {len(requests)}")
-    _assert_idle_and_leak_free(engine)
+    assert_idle_and_leak_free(engine)
     if not kept:
         return
     tokens, reasons, aborted = _serve(engine, kept)
     event(f"aborted {len(aborted)}")
-    _assert_idle_and_leak_free(engine)
+    assert_idle_and_leak_free(engine)
     assert set(reasons) == set(range(len(kept))), "an accepted request never finished"
     for i, (prompt, d, _) in enumerate(kept):
         if i in aborted:
@@ -101,7 +93,7 @@ def test_fuzzed_requests_are_refused_cleanly_or_served_by_the_engine(engine, req
         if not _params(d).is_greedy:
             continue
         assert engine.generate(prompt, _params(d)).token_ids == tokens[i]
-    _assert_idle_and_leak_free(engine)
+    assert_idle_and_leak_free(engine)
 
 
 def _workload_request(i, prompt, d):
