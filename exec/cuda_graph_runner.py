@@ -1,5 +1,7 @@
 """Decode CUDA graphs (semantics §9.2–§9.3), captured lazily per (padded batch size,
-key-length bucket) and replayed with the batch copied into their static inputs.
+key-length bucket) and replayed with the batch copied into their static inputs. Off CUDA
+(the conformance kit on CPU) the same static inputs run eagerly at the padded size, so
+padding is exercised, and checked against the simulator, without a GPU.
 
 Padding rows follow the spec's `pad_decode_batch`: seq_len 1, request row 0, slot 0, so
 they read one key and write only the dummy slot; their logits are sliced away. Keys are
@@ -9,6 +11,7 @@ sequence, at least 64), so one graph serves many sequence lengths.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,13 +31,20 @@ MIN_KEY_BUCKET = 64
 
 @dataclass
 class CapturedDecode:
-    graph: torch.cuda.CUDAGraph
+    graph: torch.cuda.CUDAGraph | None   # None off CUDA: `run` is called eagerly instead
     input_ids: torch.Tensor      # [bs] int64
     positions: torch.Tensor      # [bs] int64
     out_cache_loc: torch.Tensor  # [bs] int64
     kv_index: torch.Tensor       # [bs, S] int64
     mask: torch.Tensor           # [bs, 1, 1, S] bool
     logits: torch.Tensor         # [bs, V] float32 (output)
+    run: Callable[[], torch.Tensor] | None = None
+
+    def replay(self) -> None:
+        if self.graph is None:
+            self.logits = self.run()
+        else:
+            self.graph.replay()
 
 
 class DecodeGraphRunner:
@@ -52,7 +62,7 @@ class DecodeGraphRunner:
         key = (bs, self.bucket(int(fb.seq_lens.max())))
         g = self.graphs.get(key) or self._capture(*key)
         self._fill(g, fb, bs, key[1])
-        g.graph.replay()
+        g.replay()
         return g.logits[: fb.batch_size].clone(), bs
 
     def _fill(self, g: CapturedDecode, fb: ForwardBatch, bs: int, window: int) -> None:
@@ -72,19 +82,25 @@ class DecodeGraphRunner:
         zeros = lambda *shape: torch.zeros(shape, dtype=torch.int64, device=dev)  # noqa: E731
         mask = torch.zeros((bs, 1, 1, window), dtype=torch.bool, device=dev)
         mask[..., 0] = True
-        g = CapturedDecode(torch.cuda.CUDAGraph(), zeros(bs), zeros(bs), zeros(bs),
-                           zeros(bs, window), mask, torch.empty(0))
+        cuda = dev.type == "cuda"
+        g = CapturedDecode(torch.cuda.CUDAGraph() if cuda else None, zeros(bs), zeros(bs),
+                           zeros(bs), zeros(bs, window), mask, torch.empty(0))
         meta = AttentionMetadata((AttentionGroup(g.kv_index, g.mask, torch.arange(bs, device=dev)[:, None],
                                                  torch.arange(bs, device=dev)),))
         batch = TorchBatch(g.out_cache_loc, meta, r.kv_pool)
-        run = lambda: r.model.compute_logits(r.model(g.input_ids, g.positions, batch))  # noqa: E731
+        g.run = lambda: r.model.compute_logits(r.model(g.input_ids, g.positions, batch))  # noqa: E731
+        if cuda:
+            self._record(g)
+        self.graphs[(bs, window)] = g
+        return g
+
+    def _record(self, g: CapturedDecode) -> None:
+        """Warm up on a side stream, then capture `g.run` into `g.graph`."""
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            run()  # warm-up outside the graph
+            g.run()  # warm-up outside the graph
         torch.cuda.current_stream().wait_stream(stream)
         with torch.cuda.graph(g.graph, pool=self.pool):
-            g.logits = run()
+            g.logits = g.run()
         self.pool = g.graph.pool()
-        self.graphs[(bs, window)] = g
-        return g

@@ -2,9 +2,10 @@
 
 `forward(fb)` copies the batch into static device buffers (or, with `copy_to_static=False`,
 hands the numpy arrays over without the copy), builds the attention metadata once, runs the
-model, and turns the spec's logit rows into logits. On CUDA, decode batches that
-`can_run_graph` accepts replay a captured CUDA graph instead (padding rows: seq_len 1,
-slot 0). With `torch_compile`, decode batches of at most `torch_compile_max_bs` requests
+model, and turns the spec's logit rows into logits. Decode batches that `can_run_graph`
+accepts (the config's graph sizes) run padded to a captured size (padding rows: seq_len 1,
+slot 0): on CUDA by replaying a CUDA graph, elsewhere eagerly on the same padded inputs
+(`exec.Engine` disables graphs off CUDA; the conformance kit enables them to test padding). With `torch_compile`, decode batches of at most `torch_compile_max_bs` requests
 run `exec.compiled_decode.CompiledDecode` instead (default 32, SGLang's
 `--torch-compile-max-bs`). `sample(out, fb)` applies penalties, bias
 and the SGLang sampler; the full `SampleResult` of the last call (with output logprobs)
@@ -61,7 +62,7 @@ class TorchModelRunner:
         capacity = self.config.max_forward_tokens()
         self._static = {name: torch.zeros(capacity, dtype=torch.int64, device=self.device)
                         for name in ("input_ids", "positions", "out_cache_loc")}
-        self.graph_sizes = cuda_graph_batch_sizes(self.config) if self.device.type == "cuda" else []
+        self.graph_sizes = cuda_graph_batch_sizes(self.config)
         self.graphs = DecodeGraphRunner(self, self.graph_sizes) if self.graph_sizes else None
         if isinstance(torch_compile_max_bs, bool) or not isinstance(torch_compile_max_bs, int) \
                 or torch_compile_max_bs < 1:

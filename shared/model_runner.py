@@ -24,8 +24,9 @@ class RunnerOutput:
     in `logit_rows.input_logprob_indices`, when the batch asked for input logprobs;
     `input_top_logprobs`: for those rows, (token ids, logprobs) of the top
     `top_logprobs_num` tokens of the row's request (empty when it asked for none).
-    `graph`: whether a captured graph ran; `padded_batch_size`: the batch size it ran at.
-    `duration`: seconds the runner reports for the step (measured or priced), if any."""
+    `graph`: whether a captured graph ran; `padded_batch_size`: the batch size it ran at
+    (> B only when a graph padded it; by default B, `logits_shape[0]`, so an eager runner
+    that leaves it out conforms). `duration`: seconds the runner reports for the step (measured or priced), if any."""
 
     logit_rows: LogitRows
     logits_shape: tuple[int, int]
@@ -33,8 +34,12 @@ class RunnerOutput:
     input_token_logprobs: Any = None
     input_top_logprobs: Any = None
     graph: bool = False
-    padded_batch_size: int = 0
+    padded_batch_size: int | None = None
     duration: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.padded_batch_size is None:
+            object.__setattr__(self, "padded_batch_size", self.logits_shape[0])
 
 
 class ModelRunner(Protocol):

@@ -23,8 +23,11 @@ through the SimPy driver under the same clock (a `CostModel`; default `StepClock
 
 Strategies (`cases`, `workloads`, `engine_configs`, `sampling_params`) draw small workloads
 with shared prefixes, greedy and seeded temperature sampling, EOS / stop-token finishes,
-input logprobs, arrivals in virtual seconds, page sizes 1/4/16, small or no chunking, mixed
-chunks, fcfs/lpm and KV pools tight enough to force retraction.
+input logprobs, arrivals in virtual seconds, page sizes 1/2/4/16, small or no chunking, mixed
+chunks, fcfs/lpm, both schedules, decode CUDA graphs on and off (padded decode batches; a
+torch runner off CUDA runs the padded inputs eagerly) and KV pools tight enough to force
+retraction. A graph-padded forward is checked against the spec's padded batch
+(`shared.cuda_graph.pad_decode_batch`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from shared.cuda_graph import pad_decode_batch
 from shared.forward_batch import ForwardBatch
 from shared.model_runner import ModelRunner, RunnerOutput
 from shared.scheduler import Scheduler
@@ -163,11 +167,12 @@ class SpecCheckingRunner:
         if self.shadow is not None:
             self.shadow.check(fb)
         if self.probe is None:
-            out = self.runner.forward(fb)
+            out, seen = self.runner.forward(fb), None
         else:
             out, seen = self.probe.observe(fb, self.runner.forward)
-            self._check_observation(fb, seen)
         self._check_output(fb, out)
+        if seen is not None:
+            self._check_observation(fb, seen, _expected(fb, out))
         self.forwards += 1
         return out
 
@@ -199,22 +204,44 @@ class SpecCheckingRunner:
             self._require(len(out.input_token_logprobs) == n, fb,
                           f"{len(out.input_token_logprobs)} input logprobs for {n} rows")
 
-    def _check_observation(self, fb: ForwardBatch, seen: SpecObservation) -> None:
+    def _check_observation(self, fb: ForwardBatch, seen: SpecObservation,
+                           spec: _Expected) -> None:
         if seen.positions is not None:
-            self._require(np.array_equal(seen.positions, fb.positions), fb,
+            self._require(np.array_equal(seen.positions, spec.positions), fb,
                           f"positions fed to rotary {np.asarray(seen.positions).tolist()} != the "
-                          f"spec's {fb.positions.tolist()}")
+                          f"spec's {spec.positions.tolist()}")
         if seen.written_slots is not None:
-            spec = np.unique(fb.out_cache_loc)
-            got = np.unique(seen.written_slots)
-            self._require(np.array_equal(got, spec), fb,
-                          f"KV written at slots {got.tolist()}, the spec's out_cache_loc is "
+            got = set(np.unique(seen.written_slots).tolist())
+            want = set(fb.out_cache_loc.tolist())
+            # NOTE: a padding row may rewrite the dummy slot with the values it already
+            # holds, so the probe may or may not see that write.
+            self._require(got - spec.dummy_slots == want - spec.dummy_slots and want <= got, fb,
+                          f"KV written at slots {sorted(got)}, the spec's out_cache_loc is "
                           f"{fb.out_cache_loc.tolist()}")
         if seen.hidden is not None and seen.lm_head_input is not None:
-            rows = fb.logit_rows.pruned_rows
+            rows = spec.lm_head_rows
             self._require(np.array_equal(seen.lm_head_input, seen.hidden[rows]), fb,
                           f"the LM head did not get hidden rows {rows.tolist()} (the spec's "
                           f"pruned_rows)")
+
+
+class _Expected(NamedTuple):
+    """What a probe should see in one forward: the positions given to rotary, the hidden
+    rows sent to the LM head, and slots that may be written beyond out_cache_loc."""
+
+    positions: np.ndarray
+    lm_head_rows: np.ndarray
+    dummy_slots: set[int]
+
+
+def _expected(fb: ForwardBatch, out: RunnerOutput) -> _Expected:
+    """The batch's own arrays, or, for a graph-padded decode, its padded batch's (padding
+    rows at position 0 writing the reserved slot 0, all `padded_batch_size` rows to the
+    LM head, as a captured graph computes them)."""
+    if not (out.graph and out.padded_batch_size > fb.batch_size):
+        return _Expected(fb.positions, fb.logit_rows.pruned_rows, set())
+    padded = pad_decode_batch(fb, out.padded_batch_size)
+    return _Expected(padded.positions, np.arange(out.padded_batch_size), {0})
 
 
 def check_conformance(make_runner: RunnerFactory, case: ConformanceCase, *,

@@ -78,13 +78,15 @@ def min_total_tokens(workload: Workload, page_size: int) -> int:
 @st.composite
 def engine_configs(draw, workload: Workload | None = None, *, page_sizes: Sequence[int] = (1, 2, 4, 16),
                    chunk_sizes: Sequence[int | None] = (None, 8, 16, 32),
-                   policies: Sequence[str] = ("fcfs", "lpm"), cuda_graph: bool = False,
+                   policies: Sequence[str] = ("fcfs", "lpm"), cuda_graph: bool | None = None,
                    min_tokens: int = 97) -> EngineConfig:
     """An engine config whose KV pool holds from just the largest request of `workload` (or
     `min_tokens`) alone up to all prompts, everything at once, or more, with eager admission
     (low `schedule_conservativeness`) sometimes, so that admission limits and retraction are
     exercised. Chunk sizes below the page size are raised to it. Both schedules (overlap
-    on and off) are drawn."""
+    on and off) are drawn, and decode CUDA graphs on or off (`cuda_graph=None`; True or
+    False fixes it): with graphs, `cuda_graph_max_bs` of 2, 4, 12 or the default, so decode
+    batches are padded to a captured size or, above the largest, run eagerly."""
     ps = draw(st.sampled_from(page_sizes))
     need = min_total_tokens(workload, ps) if workload is not None else min_tokens
     reqs = () if workload is None else workload.requests
@@ -94,6 +96,7 @@ def engine_configs(draw, workload: Workload | None = None, *, page_sizes: Sequen
     top = draw(st.sampled_from((need + 16, prompts, everything, need + 512)))
     tokens = draw(st.randoms(use_true_random=False)).randint(need, max(need, top))
     chunk = draw(st.sampled_from(chunk_sizes))
+    graphs = draw(st.booleans()) if cuda_graph is None else cuda_graph
     return EngineConfig(
         page_size=ps, max_total_tokens=-(-tokens // ps) * ps,
         chunked_prefill_size=None if chunk is None else max(chunk, ps),
@@ -101,7 +104,8 @@ def engine_configs(draw, workload: Workload | None = None, *, page_sizes: Sequen
         max_running_requests=draw(st.sampled_from((None, None, 2, 4))),
         max_prefill_tokens=draw(st.sampled_from((16384, 64, 24))),
         schedule_conservativeness=draw(st.sampled_from((1.0, 0.3, 0.05, 0.01))),
-        disable_radix_cache=draw(st.integers(0, 4)) == 0, disable_cuda_graph=not cuda_graph,
+        disable_radix_cache=draw(st.integers(0, 4)) == 0, disable_cuda_graph=not graphs,
+        cuda_graph_max_bs=draw(st.sampled_from((2, 4, 12, None))) if graphs else None,
         disable_overlap_schedule=draw(st.booleans()))
 
 

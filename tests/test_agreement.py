@@ -18,6 +18,7 @@ from exec.spec_probe import TorchSpecProbe
 from exec.torch_threads import torch_threads
 from experiments.dev.tiny_exec import ARRIVAL_TICK, TINY_INFO, TinyExec
 from shared import EngineConfig, SamplingParams, Scheduler, StepRecord, Trace, Workload
+from shared.model_runner import RunnerOutput
 from shared.length_dist import Uniform
 from shared.token_allocator import AllocatorState
 from sim.conformance import (
@@ -66,7 +67,8 @@ def _events(case: ConformanceCase, trace: Trace) -> None:
                       ("mixed step", "MIXED" in modes),
                       ("prefix-cache hit", any(r.cached_tokens for r in reqs)),
                       ("EOS/stop finish", any(r.finish_reason.type == "stop" for r in reqs)),
-                      ("input logprobs", any(r.sampling_params.return_logprob for r in reqs))):
+                      ("input logprobs", any(r.sampling_params.return_logprob for r in reqs)),
+                      ("graph-padded decode", any(s.padded_batch_size > len(s.rids) for s in trace.steps))):
         event(f"{name}: {'yes' if hit else 'no'}")
 
 
@@ -87,10 +89,20 @@ def retraction_case(page_size: int, chunk: int | None, max_total_tokens: int) ->
 RETRACTION_CASES = (retraction_case(1, None, 313), retraction_case(16, 32, 368))
 
 
+def padded_case() -> ConformanceCase:
+    """Seven greedy requests arriving together, decode CUDA graphs on: decode batches of 7
+    (and fewer, as they finish at different lengths) run padded to 8, 4 or 2."""
+    workload = Workload.synthetic(7, Uniform(4, 24), Uniform(4, 12), vocab_size=TINY_INFO.vocab_size,
+                                  seed=3, rate=1e6,
+                                  sampling_params=SamplingParams(temperature=0, ignore_eos=True))
+    return ConformanceCase(EngineConfig(max_total_tokens=512, cuda_graph_max_bs=8), workload, TINY_INFO)
+
+
 @settings(max_examples=AGREEMENT_EXAMPLES)
 @given(case=cases(TINY_INFO, arrival_tick=ARRIVAL_TICK))
 @example(case=RETRACTION_CASES[0])
 @example(case=RETRACTION_CASES[1])
+@example(case=padded_case())
 def test_sim_schedules_every_step_exactly_as_exec_does(tiny_exec, case):
     """exec (tiny Llama, CPU) and sim (replaying exec's tokens) give equal StepRecords (times
     aside) and request outcomes; every exec forward feeds rotary the spec's positions, writes
@@ -139,6 +151,52 @@ def test_conformance_check_catches_a_runner_using_other_logit_rows():
 
     with pytest.raises(ConformanceError, match="pruned_rows"):
         check_conformance(make, _small_case())
+
+
+def test_explicit_padded_example_pads_decode_batches():
+    """The padded example of the agreement test does run decode batches at a larger size."""
+    trace = check_conformance(_synthetic_sim, padded_case())
+    assert any(s.graph and s.padded_batch_size > len(s.rids) for s in trace.steps)
+
+
+def test_exec_pads_decode_like_a_graph_and_agrees_with_sim(tiny_exec):
+    """exec on CPU runs graph-padded decode batches eagerly at the padded size; the probe's
+    checks (against the padded batch) and agreement with the simulator hold."""
+    agreement = check_agreement(tiny_exec.make_runner, replay_runner(), padded_case(),
+                                clock=tiny_exec.clock, probe_a=TorchSpecProbe)
+    padded = [s for s in agreement.reference.steps if s.padded_batch_size > len(s.rids)]
+    assert padded and all(s.graph for s in padded)
+
+
+def test_probe_catches_padding_rows_fed_the_wrong_position(tiny_exec):
+    """Padding rows at position 1 instead of the spec's 0 fail the padded-batch check."""
+    def shifted(scheduler, reference):
+        runner = tiny_exec.make_runner(scheduler)
+        fill = runner.graphs._fill
+
+        def bad_fill(g, fb, bs, window):
+            fill(g, fb, bs, window)
+            g.positions[fb.batch_size:] += 1
+        runner.graphs._fill = bad_fill
+        return runner
+
+    with pytest.raises(ConformanceError, match="positions fed to rotary"):
+        check_conformance(shifted, padded_case(), probe=TorchSpecProbe)
+
+
+def test_a_runner_leaving_padded_batch_size_out_conforms():
+    """RunnerOutput's default padded_batch_size is the batch size, so an eager runner that
+    does not set it passes the kit's checks."""
+    class Eager(SimModelRunner):
+        def forward(self, fb):
+            out = super().forward(fb)
+            return RunnerOutput(out.logit_rows, out.logits_shape, duration=out.duration)
+
+    def make(scheduler, reference):
+        return Eager(StepClock(), SyntheticTokenSource(0, 256), scheduler.config, TINY_INFO)
+
+    trace = check_conformance(make, _small_case())
+    assert all(s.padded_batch_size == len(s.rids) for s in trace.steps)
 
 
 def test_probe_catches_exec_feeding_rotary_shifted_positions(tiny_exec):
