@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.hf_config import ARCHITECTURES, HFConfig, InvalidModelConfig
+from shared.hf_config import HFConfig, InvalidModelConfig
 
 LLAMA3_ROPE_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 SUPPORTED_ROPE_TYPES = ("default", "llama3")
+RUNNABLE = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3",
+            "MistralForCausalLM": "mistral"}
 
 
 class UnsupportedModelError(InvalidModelConfig):
@@ -44,9 +46,9 @@ class ModelConfig(HFConfig):
 
 
 def _check_runnable(c: HFConfig) -> None:
-    if c.arch is None:
+    if c.arch not in RUNNABLE.values():
         raise UnsupportedModelError(f"unsupported architecture {list(c.names)!r}; batchtwin runs "
-                                    f"{', '.join(ARCHITECTURES)}")
+                                    f"{', '.join(RUNNABLE)}")
     if c.hidden_act != "silu":
         raise UnsupportedModelError(f"hidden_act {c.hidden_act!r} is not supported (silu only)")
     if c.rope_scaling is not None:

@@ -4,8 +4,11 @@ It reads the architecture (from `architectures`, else `model_type`), the sizes, 
 head_dim, both rope layouts (classic `rope_theta` + `rope_scaling`, and transformers 5's
 `rope_parameters`), the biases, the effective sliding window and the EOS ids, and derives
 what the families differ in: Qwen2's q/k/v bias, Qwen3's q/k norms and explicit head_dim,
-Mistral's ignored `attention_bias` (as transformers does). exec builds its model from it and
-refuses what it cannot run (`exec.model_config`); sim prices it (`sim.model_shapes`).
+Mistral's ignored `attention_bias` (as transformers does). Mixture-of-experts routing
+(`moe`, `shared.moe_config`), multi-head latent attention (`mla`, `shared.mla_config`) and a
+checkpoint's `quantization_config` (`quantization`, `shared.quant_config`) are read here too.
+exec builds its model from it and refuses what it cannot run (`exec.model_config`); sim
+prices it (`sim.model_shapes`).
 """
 
 from __future__ import annotations
@@ -15,23 +18,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shared.invalid_model_config import InvalidModelConfig, positive
+from shared.mla_config import MLAConfig, mla_config
+from shared.moe_config import MoEConfig, moe_config
+from shared.quant_config import QuantConfig, quant_config
+
 ARCHITECTURES = {
     "LlamaForCausalLM": "llama",
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
     "MistralForCausalLM": "mistral",
+    "MixtralForCausalLM": "mixtral",
+    "Qwen2MoeForCausalLM": "qwen2_moe",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "DeepseekV2ForCausalLM": "deepseek_v2",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "GptOssForCausalLM": "gpt_oss",
 }
-MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "mistral": "mistral"}
+MODEL_TYPES = {family: family for family in ARCHITECTURES.values()}
+QK_NORM_FAMILIES = ("qwen3", "qwen3_moe")
 DEFAULT_CONTEXT = 2048
 
-
-class InvalidModelConfig(ValueError):
-    """config.json lacks a required key or holds an inconsistent value."""
+__all__ = ["ARCHITECTURES", "HFConfig", "InvalidModelConfig", "MLAConfig", "MoEConfig",
+           "QuantConfig", "eos_token_ids"]
 
 
 @dataclass(frozen=True)
 class HFConfig:
-    arch: str | None                 # the Llama family member (ARCHITECTURES), None: another
+    arch: str | None                 # the family (ARCHITECTURES' values), None: another
     names: tuple[str, ...]           # `architectures` as given (or the model_type)
     vocab_size: int
     hidden_size: int
@@ -50,6 +64,9 @@ class HFConfig:
     hidden_act: str
     sliding_window: int | None       # effective: None when every token sees the whole context
     eos_token_ids: tuple[int, ...]
+    moe: MoEConfig | None = None           # None: a dense model
+    mla: MLAConfig | None = None           # None: per-head K and V
+    quantization: QuantConfig | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -69,8 +86,8 @@ class HFConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HFConfig:
         """Raises InvalidModelConfig naming the field: a required one missing, a size that is
-        not a positive integer, heads that do not divide hidden_size (without head_dim) or
-        kv heads that do not divide heads."""
+        not a positive integer, heads that do not divide hidden_size (without head_dim), kv
+        heads that do not divide heads, or a MoE / MLA / quantization field the model needs."""
         arch, names = _architecture(d)
         heads, hidden = _positive(d, "num_attention_heads"), _positive(d, "hidden_size")
         kv_heads = _positive(d, "num_key_value_heads", default=heads)
@@ -78,11 +95,12 @@ class HFConfig:
             raise InvalidModelConfig(f"num_attention_heads ({heads}) is not a multiple of "
                                      f"num_key_value_heads ({kv_heads})")
         theta, scaling = _rope(d)
+        layers, mla = _positive(d, "num_hidden_layers"), mla_config(d)
         return cls(
             arch=arch, names=names, vocab_size=_positive(d, "vocab_size"), hidden_size=hidden,
             intermediate_size=_positive(d, "intermediate_size"),
-            num_layers=_positive(d, "num_hidden_layers"), num_heads=heads, num_kv_heads=kv_heads,
-            head_dim=_head_dim(d, arch, hidden, heads),
+            num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
+            head_dim=mla.qk_head_dim if mla else _head_dim(d, arch, hidden, heads),
             rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), rope_theta=theta,
             rope_scaling=scaling,
             max_position_embeddings=_positive(d, "max_position_embeddings",
@@ -90,7 +108,8 @@ class HFConfig:
             tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
             attention_bias=bool(d.get("attention_bias", False)) and arch != "mistral",
             mlp_bias=bool(d.get("mlp_bias", False)), hidden_act=d.get("hidden_act", "silu"),
-            sliding_window=_sliding_window(arch, d), eos_token_ids=eos_token_ids(d), raw=dict(d))
+            sliding_window=_sliding_window(arch, d), eos_token_ids=eos_token_ids(d),
+            moe=moe_config(d, arch, layers), mla=mla, quantization=quant_config(d), raw=dict(d))
 
     @property
     def qkv_bias(self) -> bool:
@@ -102,7 +121,7 @@ class HFConfig:
 
     @property
     def qk_norm(self) -> bool:
-        return self.arch == "qwen3"
+        return self.arch in QK_NORM_FAMILIES
 
     @property
     def context_length(self) -> int:
@@ -120,23 +139,15 @@ def _json_object(path: Path) -> dict[str, Any]:
     return d
 
 
-def _positive(d: dict[str, Any], key: str, default: int | None = None) -> int:
-    """d[key] as a positive int; a missing (or null) key is `default`, or an error without one."""
-    value = d.get(key)
-    if value is None:
-        if default is None:
-            raise InvalidModelConfig(f"config.json has no {key!r}")
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidModelConfig(f"{key} must be a positive integer, got {value!r}")
-    return value
+_positive = positive
 
 
 def _head_dim(d: dict[str, Any], arch: str | None, hidden: int, heads: int) -> int:
-    """`head_dim` when given (Qwen3 defaults to 128), else hidden_size / num_attention_heads."""
+    """`head_dim` when given (Qwen3 defaults to 128), else hidden_size / num_attention_heads.
+    MLA models have qk_nope_head_dim + qk_rope_head_dim instead (`HFConfig.mla`)."""
     if d.get("head_dim") is not None:
         return _positive(d, "head_dim")
-    if arch == "qwen3":
+    if arch in QK_NORM_FAMILIES:
         return 128
     if hidden % heads:
         raise InvalidModelConfig(f"hidden_size ({hidden}) is not a multiple of num_attention_heads "
@@ -172,7 +183,8 @@ def _sliding_window(arch: str | None, d: dict[str, Any]) -> int | None:
     """The window when it binds: Qwen2/3 only with use_sliding_window, others when it is
     shorter than the context."""
     window = d.get("sliding_window")
-    if window is None or (arch in ("qwen2", "qwen3") and not d.get("use_sliding_window", False)):
+    if window is None or (arch in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")
+                          and not d.get("use_sliding_window", False)):
         return None
     return int(window) if window < int(d.get("max_position_embeddings", DEFAULT_CONTEXT)) else None
 
