@@ -81,3 +81,17 @@ def test_a_bad_quantization_config_is_refused(bad):
     d["quantization_config"] = bad
     with pytest.raises(InvalidModelConfig, match="quantization_config"):
         HFConfig.from_dict(d)
+
+
+def test_kv_layout_of_mla_is_the_latent_and_fp8_doubles_capacity():
+    """DeepSeek-V3 caches 576 values per token and layer (not 2 x 128 heads x 192); a dense
+    GQA model 2 x kv heads x head_dim; fp8 fits twice the tokens of bf16 in the same bytes."""
+    from shared.kv_cache_layout import KVCacheLayout
+
+    v3 = _read(transformers.DeepseekV3Config)
+    assert KVCacheLayout.of(v3, 2).bytes_per_token == 61 * 576 * 2
+    llama = _read(transformers.LlamaConfig, num_key_value_heads=8)
+    bf16, fp8 = KVCacheLayout.of(llama, 2), KVCacheLayout.of(llama, 1)
+    assert bf16.bytes_per_token == llama.num_layers * 2 * 8 * llama.head_dim * 2
+    assert fp8.tokens_in(10**9) == 2 * bf16.tokens_in(10**9)
+    assert KVCacheLayout.of(llama, 2, tp_size=8).bytes_per_token == bf16.bytes_per_token // 8
