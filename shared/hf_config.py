@@ -89,21 +89,21 @@ class HFConfig:
         not a positive integer, heads that do not divide hidden_size (without head_dim), kv
         heads that do not divide heads, or a MoE / MLA / quantization field the model needs."""
         arch, names = _architecture(d)
-        heads, hidden = _positive(d, "num_attention_heads"), _positive(d, "hidden_size")
-        kv_heads = _positive(d, "num_key_value_heads", default=heads)
+        heads, hidden = positive(d, "num_attention_heads"), positive(d, "hidden_size")
+        kv_heads = positive(d, "num_key_value_heads", default=heads)
         if heads % kv_heads:
             raise InvalidModelConfig(f"num_attention_heads ({heads}) is not a multiple of "
                                      f"num_key_value_heads ({kv_heads})")
         theta, scaling = _rope(d)
-        layers, mla = _positive(d, "num_hidden_layers"), mla_config(d)
+        layers, mla = positive(d, "num_hidden_layers"), mla_config(d)
         return cls(
-            arch=arch, names=names, vocab_size=_positive(d, "vocab_size"), hidden_size=hidden,
-            intermediate_size=_positive(d, "intermediate_size"),
+            arch=arch, names=names, vocab_size=positive(d, "vocab_size"), hidden_size=hidden,
+            intermediate_size=positive(d, "intermediate_size"),
             num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
             head_dim=mla.qk_head_dim if mla else _head_dim(d, arch, hidden, heads),
             rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)), rope_theta=theta,
             rope_scaling=scaling,
-            max_position_embeddings=_positive(d, "max_position_embeddings",
+            max_position_embeddings=positive(d, "max_position_embeddings",
                                               default=DEFAULT_CONTEXT),
             tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
             attention_bias=bool(d.get("attention_bias", False)) and arch != "mistral",
@@ -139,14 +139,14 @@ def _json_object(path: Path) -> dict[str, Any]:
     return d
 
 
-_positive = positive
+
 
 
 def _head_dim(d: dict[str, Any], arch: str | None, hidden: int, heads: int) -> int:
     """`head_dim` when given (Qwen3 defaults to 128), else hidden_size / num_attention_heads.
     MLA models have qk_nope_head_dim + qk_rope_head_dim instead (`HFConfig.mla`)."""
     if d.get("head_dim") is not None:
-        return _positive(d, "head_dim")
+        return positive(d, "head_dim")
     if arch in QK_NORM_FAMILIES:
         return 128
     if hidden % heads:
