@@ -71,14 +71,21 @@ class AttentionMetadata:
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                    meta: AttentionMetadata, scale: float) -> torch.Tensor:
-    """q: [T, H, D]; k_cache, v_cache: [slots, H_kv, D] (this layer). Returns [T, H, D]."""
+                    meta: AttentionMetadata, scale: float, k_scale: float = 1.0,
+                    v_scale: float = 1.0) -> torch.Tensor:
+    """q: [T, H, D]; k_cache, v_cache: [slots, H_kv, D] (this layer). Returns [T, H, D].
+
+    A cache stored in another dtype (fp8, `exec.kv_cache_dtype`) is cast to q's after the
+    gather; its per-tensor scales (the pool's) are folded in: k_scale into the softmax
+    scale, v_scale into the output."""
+    scale = scale * k_scale
     if len(meta.groups) == 1:
-        return _group_attention(q, k_cache, v_cache, meta.groups[0], scale)
-    out = torch.empty_like(q)
-    for g in meta.groups:
-        out.index_copy_(0, g.token_rows, _group_attention(q, k_cache, v_cache, g, scale))
-    return out
+        out = _group_attention(q, k_cache, v_cache, meta.groups[0], scale)
+    else:
+        out = torch.empty_like(q)
+        for g in meta.groups:
+            out.index_copy_(0, g.token_rows, _group_attention(q, k_cache, v_cache, g, scale))
+    return out if v_scale == 1.0 else out * v_scale
 
 
 def _group_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -94,7 +101,8 @@ def _group_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         k, v = _gather_heads(k_cache, rows), _gather_heads(v_cache, rows)   # [B, H_kv, S, D]
         out = _single_query_attention(qp, k, v, g.mask, scale)              # [B, H, 1, D]
     else:
-        k, v = _gather_tokens(k_cache, g.kv_index), _gather_tokens(v_cache, g.kv_index)
+        k = _gather_tokens(k_cache, g.kv_index).to(q.dtype)                # [B, H_kv, S, D]
+        v = _gather_tokens(v_cache, g.kv_index).to(q.dtype)
         out = F.scaled_dot_product_attention(qp, k, v, attn_mask=g.mask, scale=scale,
                                              enable_gqa=qp.shape[1] != k.shape[1])  # [B, H, L, D]
     out = out.transpose(1, 2).reshape(b * l_max, q.shape[1], q.shape[2])

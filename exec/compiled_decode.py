@@ -31,24 +31,25 @@ import torch
 import torch._inductor.config as inductor_config
 from torch import nn
 
-from exec.llama import LlamaForCausalLM, TorchBatch
+from exec.models import CausalLM, TorchBatch
 
 
 class _Forward(nn.Module):
-    """The model's own forward, so that patching `model.forward` cannot recurse into it."""
+    """The model's own forward (its class's, for any registered model), so that patching
+    `model.forward` on the instance cannot recurse into it."""
 
-    def __init__(self, model: LlamaForCausalLM) -> None:
+    def __init__(self, model: CausalLM) -> None:
         super().__init__()
         self.model = model
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: TorchBatch) -> torch.Tensor:
-        return LlamaForCausalLM.forward(self.model, input_ids, positions, batch)
+        return type(self.model).forward(self.model, input_ids, positions, batch)
 
 
 class CompiledDecode:
     """Call as the model: (input_ids [B], positions [B], TorchBatch) -> hidden [B, H]."""
 
-    def __init__(self, model: LlamaForCausalLM) -> None:
+    def __init__(self, model: CausalLM) -> None:
         options = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
         self.fn = torch.compile(_Forward(model), dynamic=None, options=options)
 

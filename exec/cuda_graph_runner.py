@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from exec.attention import AttentionGroup, AttentionMetadata
-from exec.llama import TorchBatch
+from exec.models import TorchBatch
 from shared.cuda_graph import pad_decode_batch, padded_batch_size
 from shared.forward_batch import ForwardBatch
 

@@ -12,12 +12,15 @@ import torch
 from torch import nn
 
 
+# NOTE: run eagerly inside a compiled forward (exec.compiled_decode): each expert's group size
+# is data (`counts`), and tracing it would specialise, and recompile, on every routing.
+@torch.compiler.disable
 def fused_experts(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor,
                   topk_ids: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
     """x: [T, H]; gate_up: [E, 2I, H] (gate rows first, then up); down: [E, H, I];
     topk_ids: [T, k] int64 expert ids; topk_weights: [T, k]. Returns [T, H] in x's dtype:
     sum_j topk_weights[t, j] * down_e(silu(gate_e(x_t)) * up_e(x_t)), e = topk_ids[t, j]."""
-    t, k = topk_ids.shape
+    k = topk_ids.shape[1]
     flat = topk_ids.reshape(-1)                                   # [T*k]
     order = torch.argsort(flat, stable=True)                      # pairs grouped by expert
     counts = torch.bincount(flat, minlength=gate_up.shape[0]).tolist()

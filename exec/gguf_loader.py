@@ -30,9 +30,9 @@ from gguf.quants import dequantize
 from tokenizers import Tokenizer
 
 from exec.gguf_tokenizer import build_tokenizer, default_add_bos
-from exec.llama import LlamaForCausalLM
 from exec.loader import CheckpointError
 from exec.model_config import ModelConfig, UnsupportedModelError
+from exec.models import CausalLM, model_class
 from exec.rotary import inv_frequencies
 from exec.torch_dtype import torch_dtype
 
@@ -65,7 +65,7 @@ MAX_LISTED = 5
 
 class GGUFModel(NamedTuple):
     config: ModelConfig
-    model: LlamaForCausalLM
+    model: CausalLM
     tokenizer: Tokenizer | None    # None when the file has no vocabulary
     chat_template: str | None
     bos_token_id: int | None
@@ -103,7 +103,7 @@ def load_gguf(path: str | Path, *, device: str = "cpu", dtype: str = "float32") 
     config = ModelConfig.from_dict(gguf_config_dict(meta, tensors))
     tokenizer, add_bos = _tokenizer(meta)
     with torch.device("meta"):
-        model = LlamaForCausalLM(config)
+        model = model_class(config)(config)
     plan = _plan(dict(model.named_parameters()), tensors, path)
     model = model.to(torch_dtype(dtype)).to_empty(device=device).eval()
     _fill(model, plan, config)
@@ -329,7 +329,7 @@ def _plan(params: Mapping[str, torch.Tensor], tensors: Mapping[str, ReaderTensor
 
 
 @torch.no_grad()
-def _fill(model: LlamaForCausalLM, plan: list[tuple[ReaderTensor, str]], config: ModelConfig) -> None:
+def _fill(model: CausalLM, plan: list[tuple[ReaderTensor, str]], config: ModelConfig) -> None:
     """Dequantise, un-permute and copy each planned tensor into its parameter, one at a time."""
     params = dict(model.named_parameters())
     heads = {"attn_q": config.num_heads, "attn_k": config.num_kv_heads}

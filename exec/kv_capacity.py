@@ -7,8 +7,10 @@ import os
 
 import torch
 
-from exec.kv_pool import KVPool
+from exec.kv_cache_dtype import AUTO, dtype_bytes, kv_storage_dtype
+from exec.kv_pool import kv_pool_nbytes
 from exec.model_config import ModelConfig
+from shared.kv_cache_layout import KVCacheLayout
 
 CPU_MEMORY_FRACTION = 0.2
 CUDA_MEMORY_FRACTION = 0.8
@@ -18,27 +20,30 @@ MAX_DEFAULT_TOKENS = 1 << 20
 HOST_BYTES_PER_SLOT = 8 + 1 + 8
 
 
-def default_kv_capacity(c: ModelConfig, device: str, dtype: str) -> int:
-    """Tokens of KV that fit in a fraction of the free memory, after the weights are loaded:
-    20% of available host memory on CPU (MemAvailable), 80% of free device memory on CUDA
-    (`torch.cuda.mem_get_info`); at most 2^20 tokens, at least one full context."""
+def _kv_dtype(dtype: str, kv_cache_dtype: str) -> torch.dtype:
     from exec.torch_dtype import torch_dtype
 
-    per_token = KVPool.bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim, torch_dtype(dtype))
+    return kv_storage_dtype(kv_cache_dtype, torch_dtype(dtype))
+
+
+def default_kv_capacity(c: ModelConfig, device: str, dtype: str, kv_cache_dtype: str = AUTO) -> int:
+    """Tokens of KV that fit in a fraction of the free memory, after the weights are loaded:
+    20% of available host memory on CPU (MemAvailable), 80% of free device memory on CUDA
+    (`torch.cuda.mem_get_info`); at most 2^20 tokens, at least one full context. Bytes per
+    token come from the model's `KVCacheLayout` at the cache's storage dtype (fp8: half)."""
+    per_token = KVCacheLayout.of(c, dtype_bytes(_kv_dtype(dtype, kv_cache_dtype))).bytes_per_token
     free = _free_bytes(torch.device(device))
     tokens = int(free // per_token)
     return max(min(tokens, MAX_DEFAULT_TOKENS), c.context_length + 1)
 
 
-def check_kv_fits(c: ModelConfig, device: str, dtype: str, max_total_tokens: int, page_size: int) -> None:
+def check_kv_fits(c: ModelConfig, device: str, dtype: str, max_total_tokens: int, page_size: int,
+                  kv_cache_dtype: str = AUTO) -> None:
     """Raise ValueError naming `max_total_tokens` if its KV pool cannot be allocated: the K
     and V tensors need more than the free memory of `device` (all of it, not the default's
     fraction), or they and the allocator's host bookkeeping more than the host has."""
-    from exec.torch_dtype import torch_dtype
-
     dev = torch.device(device)
-    kv = KVPool.nbytes(c.num_layers, max_total_tokens, page_size, c.num_kv_heads, c.head_dim,
-                       torch_dtype(dtype))
+    kv = kv_pool_nbytes(c, max_total_tokens, page_size, _kv_dtype(dtype, kv_cache_dtype))
     host = (max_total_tokens + page_size) * HOST_BYTES_PER_SLOT
     needs = [(kv, _available_bytes(dev), str(dev))] if dev.type != "cpu" else []
     needs.append((host + (kv if dev.type == "cpu" else 0), _host_available(), "the host"))

@@ -1,38 +1,89 @@
-"""`KVPool`: the paged KV cache tensors (semantics §3.2).
+"""The paged KV cache tensors (semantics §3.2), holding what the architecture caches
+(`shared.kv_cache_layout.KVCacheLayout`, which also sizes the pool in bytes):
 
-K and V are `[layers, slots + page_size, kv_heads, head_dim]`: slot 0 (page 0) is the
-dummy that padding rows write to; the allocator never hands it out. `k_layers[i]` /
-`v_layers[i]` are layer i's views `[slots + page_size, kv_heads, head_dim]`.
+- `KVPool`: per-head K and V, `[layers, slots + page_size, kv_heads, head_dim]` each;
+- `LatentKVPool`: MLA's compressed latent and rotary key, `[layers, slots + page_size,
+  kv_lora_rank + qk_rope_head_dim]`, one vector per token shared by every head.
+
+Slot 0 (page 0) is the dummy that padding rows write to; the allocator never hands it out.
+`k_layers[i]` / `v_layers[i]` / `latent_layers[i]` are layer i's views. The storage dtype may
+be narrower than the model's (`exec.kv_cache_dtype`: fp8): writes divide by the layer's
+per-tensor scale (1.0 unless a checkpoint gives one) and cast to it; readers cast back to the
+model dtype and multiply by the scale (`exec.attention.paged_attention`'s k_scale / v_scale).
+`storage` lists the tensors (`exec.spec_probe` diffs them to see which slots a forward wrote).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
+
+from exec.kv_cache_dtype import dtype_bytes
+from shared.hf_config import HFConfig
+from shared.kv_cache_layout import KVCacheLayout
+
+
+def _scales(scales: Sequence[float] | None, num_layers: int) -> tuple[float, ...]:
+    return (1.0,) * num_layers if scales is None else tuple(float(s) for s in scales)
+
+
+def _put(view: torch.Tensor, loc: torch.Tensor, x: torch.Tensor, scale: float) -> None:
+    """NOTE: index_put_ on the layer's own view: under torch.compile it stays in place,
+    where index_copy_ (or a write through `pool[layer]`) is functionalised into a copy of the
+    whole layer (or pool) every step."""
+    view.index_put_((loc,), (x if scale == 1.0 else x / scale).to(view.dtype))
 
 
 class KVPool:
     def __init__(self, num_layers: int, num_slots: int, page_size: int, kv_heads: int,
-                 head_dim: int, dtype: torch.dtype, device: str | torch.device) -> None:
+                 head_dim: int, dtype: torch.dtype, device: str | torch.device, *,
+                 k_scales: Sequence[float] | None = None,
+                 v_scales: Sequence[float] | None = None) -> None:
         shape = (num_layers, num_slots + page_size, kv_heads, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.k_layers, self.v_layers = self.k.unbind(0), self.v.unbind(0)
+        self.k_scale, self.v_scale = _scales(k_scales, num_layers), _scales(v_scales, num_layers)
 
-    @staticmethod
-    def bytes_per_token(num_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
-        return 2 * num_layers * kv_heads * head_dim * torch.tensor([], dtype=dtype).element_size()
-
-    @staticmethod
-    def nbytes(num_layers: int, num_slots: int, page_size: int, kv_heads: int, head_dim: int,
-               dtype: torch.dtype) -> int:
-        """Bytes the K and V tensors of `KVPool(num_layers, num_slots, page_size, ...)` take."""
-        return (num_slots + page_size) * KVPool.bytes_per_token(num_layers, kv_heads, head_dim, dtype)
+    @property
+    def storage(self) -> tuple[torch.Tensor, ...]:
+        return self.k, self.v
 
     def write(self, layer: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """loc: [T] slots; k, v: [T, kv_heads, head_dim].
+        """loc: [T] slots; k, v: [T, kv_heads, head_dim]."""
+        _put(self.k_layers[layer], loc, k, self.k_scale[layer])
+        _put(self.v_layers[layer], loc, v, self.v_scale[layer])
 
-        NOTE: index_put_ on the layer's own view: under torch.compile it stays in place,
-        where index_copy_ (or a write through `self.k[layer]`) is functionalised into a copy
-        of the whole layer (or pool) every step."""
-        self.k_layers[layer].index_put_((loc,), k.to(self.k.dtype))
-        self.v_layers[layer].index_put_((loc,), v.to(self.v.dtype))
+
+class LatentKVPool:
+    def __init__(self, num_layers: int, num_slots: int, page_size: int, cache_dim: int,
+                 dtype: torch.dtype, device: str | torch.device, *,
+                 scales: Sequence[float] | None = None) -> None:
+        self.latent = torch.zeros((num_layers, num_slots + page_size, cache_dim), dtype=dtype,
+                                  device=device)
+        self.latent_layers = self.latent.unbind(0)
+        self.scale = _scales(scales, num_layers)
+
+    @property
+    def storage(self) -> tuple[torch.Tensor, ...]:
+        return (self.latent,)
+
+    def write(self, layer: int, loc: torch.Tensor, latent: torch.Tensor) -> None:
+        """loc: [T] slots; latent: [T, cache_dim] (normed kv latent | rotated k_pe)."""
+        _put(self.latent_layers[layer], loc, latent, self.scale[layer])
+
+
+def make_kv_pool(config: HFConfig, num_slots: int, page_size: int, dtype: torch.dtype,
+                 device: str | torch.device) -> KVPool | LatentKVPool:
+    """The pool `config`'s attention caches, storing `dtype`: shaped by its KVCacheLayout."""
+    layout = KVCacheLayout.of(config, dtype_bytes(dtype))
+    if config.mla is not None:
+        return LatentKVPool(layout.num_layers, num_slots, page_size, layout.vector_dim, dtype, device)
+    return KVPool(layout.num_layers, num_slots, page_size, layout.num_vectors // 2,
+                  layout.vector_dim, dtype, device)
+
+
+def kv_pool_nbytes(config: HFConfig, num_slots: int, page_size: int, dtype: torch.dtype) -> int:
+    """Bytes the tensors of `make_kv_pool(config, num_slots, page_size, dtype, ...)` take."""
+    return (num_slots + page_size) * KVCacheLayout.of(config, dtype_bytes(dtype)).bytes_per_token

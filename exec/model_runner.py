@@ -9,7 +9,9 @@ slot 0): on CUDA by replaying a CUDA graph, elsewhere eagerly on the same padded
 run `exec.compiled_decode.CompiledDecode` instead (default 32, SGLang's
 `--torch-compile-max-bs`). `sample(out, fb)` applies penalties, bias
 and the SGLang sampler; the full `SampleResult` of the last call (with output logprobs)
-stays in `last_sample`.
+stays in `last_sample`. The KV pool holds what the model's attention caches
+(`exec.kv_pool.make_kv_pool`: per-head K and V, or MLA's latent) in `kv_cache_dtype`
+(SGLang's names, `exec.kv_cache_dtype`; "auto": the model dtype).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import torch
 from exec.attention import AttentionMetadata
 from exec.compiled_decode import CompiledDecode
 from exec.cuda_graph_runner import DecodeGraphRunner
-from exec.kv_pool import KVPool
-from exec.llama import LlamaForCausalLM, TorchBatch
+from exec.kv_cache_dtype import AUTO, kv_storage_dtype
+from exec.kv_pool import make_kv_pool
+from exec.models import CausalLM, TorchBatch
 from exec.logits_processor import process_logits
 from exec.packed_linear import can_pack, cpu_has_fast_kernels
 from exec.sampler import SampleResult, sample
@@ -39,14 +42,15 @@ SLOW_CPU_DTYPE = ("{dtype} on this CPU: oneDNN has no {dtype} kernels for it (bf
 
 
 class TorchModelRunner:
-    def __init__(self, model: LlamaForCausalLM, engine_config: EngineConfig, model_info: ModelInfo,
+    def __init__(self, model: CausalLM, engine_config: EngineConfig, model_info: ModelInfo,
                  *, device: str = "cpu", dtype: str | torch.dtype = "float32",
                  copy_to_static: bool = True, torch_compile: bool = False,
-                 torch_compile_max_bs: int = 32) -> None:
+                 torch_compile_max_bs: int = 32, kv_cache_dtype: str = AUTO) -> None:
         self.config = engine_config.resolve(model_info)
         self.model_info = model_info
         self.device = torch.device(device)
         self.dtype = torch_dtype(dtype)
+        kv_dtype = kv_storage_dtype(kv_cache_dtype, self.dtype)
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
         self.cpu = self.device.type == "cpu"
         pack = can_pack(self.device, self.dtype)
@@ -55,9 +59,8 @@ class TorchModelRunner:
                           stacklevel=3)
         self.model.prepare_for_inference(column_major=self.cpu and self.dtype == torch.float32,
                                          pack=pack)
-        c = model.config
-        self.kv_pool = KVPool(c.num_layers, self.config.max_total_tokens, self.config.page_size,
-                              c.num_kv_heads, c.head_dim, self.dtype, self.device)
+        self.kv_pool = make_kv_pool(model.config, self.config.max_total_tokens, self.config.page_size,
+                                    kv_dtype, self.device)
         self.copy_to_static = copy_to_static
         capacity = self.config.max_forward_tokens()
         self._static = {name: torch.zeros(capacity, dtype=torch.int64, device=self.device)

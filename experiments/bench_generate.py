@@ -2,12 +2,17 @@
 on the same (dequantised) weights, in one run.
 
 Offline workload: N requests x P prompt tokens x O output tokens, greedy, ignore_eos.
-Reports output tokens/s of both at batch N and their ratio, and the batch-1 decode step
-time of the Engine against the weight-streaming bound (bytes of weights read per step
-divided by the memory bandwidth measured in the same run).
+Reports output tokens/s of both at batch N and their ratio, decode tokens/s of both (the
+O-token run less a 1-token run, each on prompts neither has seen) and their ratio, and the
+batch-1 decode step time of the Engine against the weight-streaming bound (bytes of weights
+read per step divided by the memory bandwidth measured in the same run; of a MoE layer's
+experts, the k of E a token uses).
 
-    python -m experiments.bench_generate [--model PATH] [--threads 2] [--dtype bfloat16|float32]
-        [--no-torch-compile]
+    python -m experiments.bench_generate [--model PATH|tiny-mixtral|tiny-qwen3-moe]
+        [--threads 2] [--dtype bfloat16|float32] [--no-torch-compile]
+
+`--model tiny-mixtral` / `tiny-qwen3-moe` write a random-weight MoE checkpoint
+(`experiments.tiny_checkpoint.TINY_MOE`) to a temporary folder and run it.
 
 Both schedules in the same run: the Engine (SGLang's default overlap schedule: a step's
 forward runs on a worker thread while the last step's result is processed) against a
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,9 +36,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from exec.models.moe_block import SparseMoeBlock
 from exec.packed_linear import PackedLinear
 from experiments.cpu_info import cpu_model
 from experiments.machine_probe import measure_bandwidth
+from experiments.tiny_checkpoint import TINY_MOE, write_tiny_checkpoint
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,8 @@ def weight_bytes_per_step(model: torch.nn.Module) -> int:
     """Bytes of weights one decode step reads: every matrix once (the LM head's included),
     counted logically (out x in x element size), whether a Parameter or pre-packed
     (`exec.packed_linear.PackedLinear`). The embedding lookup reads one row, so the embedding
-    table counts only as the tied LM head when no packed head holds its own copy."""
+    table counts only as the tied LM head when no packed head holds its own copy. A MoE
+    layer's stacked experts count k / E (a batch-1 token reads its k experts)."""
     packed = [m for m in model.modules() if isinstance(m, PackedLinear)]
     packed_bytes = sum(m.out_features * m.in_features * m.packed.element_size()
                        + (m.bias.numel() * m.bias.element_size() if m.bias is not None else 0)
@@ -63,12 +72,48 @@ def weight_bytes_per_step(model: torch.nn.Module) -> int:
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     if hasattr(model, "packed_lm_head"):
         params -= embed.numel() * embed.element_size()
-    return params + packed_bytes
+    return params + packed_bytes - idle_expert_bytes(model)
 
 
-def prompts(c: GenerateBenchConfig, vocab: int) -> list[list[int]]:
-    rng = np.random.default_rng(c.seed)
+def idle_expert_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the stacked experts a batch-1 token does not read: (E - k) / E of each."""
+    idle = 0
+    for block in (m for m in model.modules() if isinstance(m, SparseMoeBlock)):
+        experts = sum(p.numel() * p.element_size() for p in (block.gate_up, block.down))
+        idle += experts * (block.gate_up.shape[0] - block.top_k) // block.gate_up.shape[0]
+    return idle
+
+
+def prompts(c: GenerateBenchConfig, vocab: int, seed_offset: int = 0) -> list[list[int]]:
+    rng = np.random.default_rng(c.seed + seed_offset)
     return rng.integers(10, vocab - 10, size=(c.requests, c.prompt_len)).tolist()
+
+
+def decode_tok_s(generate, vocab: int, c: GenerateBenchConfig) -> float:
+    """Decode tokens/s at batch N: N requests generating O tokens less the same generating 1
+    (prefill and the first token), `generate(prompts, n)` timed on prompts never seen before
+    (no prefix-cache hit), so N * (O - 1) tokens over the difference of the two wall times."""
+    times = []
+    for offset, n in ((1, 1), (2, c.output_len)):
+        t = time.perf_counter()
+        generate(prompts(c, vocab, offset), n)
+        times.append(time.perf_counter() - t)
+    return c.requests * (c.output_len - 1) / (times[1] - times[0])
+
+
+def engine_generate(engine):
+    def generate(ps: list[list[int]], n: int) -> None:
+        engine.generate(ps, {"max_new_tokens": n, "temperature": 0, "ignore_eos": True})
+    return generate
+
+
+def hf_generate(model, device: str):
+    kw = {"do_sample": False, "pad_token_id": 0, "eos_token_id": None}
+
+    def generate(ps: list[list[int]], n: int) -> None:
+        with torch.inference_mode():
+            model.generate(torch.tensor(ps, device=device), max_new_tokens=n, min_new_tokens=n, **kw)
+    return generate
 
 
 def engine_throughput(engine, ps: list[list[int]], c: GenerateBenchConfig) -> float:
@@ -105,11 +150,17 @@ def schedule_comparison(engine, plain, ps: list[list[int]], c: GenerateBenchConf
                                           / med["overlap"]["batch1_s_per_token"])}
 
 
-def hf_model(engine):
+def hf_model(engine, model_path: str | None):
+    """transformers' model of the checkpoint folder (its weights), or for a GGUF file its
+    class on the same config (the same shapes)."""
     import transformers
 
+    if model_path is not None and Path(model_path).is_dir():
+        return transformers.AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=engine.runner.dtype).eval()
     raw = {k: v for k, v in engine.model_config.raw.items() if k != "architectures"}
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**raw)).eval()
+    cls = getattr(transformers, engine.model_config.names[0])
+    model = cls(cls.config_class(**raw)).eval()
     model.load_state_dict(engine.runner.model.state_dict(), strict=False)
     return model.to(engine.runner.dtype)
 
@@ -180,11 +231,18 @@ def parse_config(argv: list[str] | None = None) -> tuple[GenerateBenchConfig, st
 
 
 def main(argv: list[str] | None = None) -> dict:
+    c, out = parse_config(argv)
+    if c.model not in TINY_MOE:
+        return run(c, c.model, out)
+    with tempfile.TemporaryDirectory() as tmp:
+        return run(c, str(write_tiny_checkpoint(Path(tmp) / c.model, moe=c.model)), out)
+
+
+def run(c: GenerateBenchConfig, model_path: str | None, out: str) -> dict:
     from exec import Engine
 
-    c, out = parse_config(argv)
     torch.set_num_threads(c.threads)
-    engines = [Engine(c.model, device=c.device, dtype=c.dtype, torch_compile=c.torch_compile,
+    engines = [Engine(model_path, device=c.device, dtype=c.dtype, torch_compile=c.torch_compile,
                       torch_compile_max_bs=c.torch_compile_max_bs,
                       max_total_tokens=c.requests * (c.prompt_len + c.output_len + 8),
                       disable_overlap_schedule=plain) for plain in (False, True)]
@@ -192,8 +250,14 @@ def main(argv: list[str] | None = None) -> dict:
     ps = prompts(c, engine.model_info.vocab_size)
     batch1 = batch1_against_bound(engine, ps, c)
     ours = engine_throughput(engine, ps, c)
-    hf = hf_throughput(hf_model(engine), ps, c)
-    results = {"engine_output_tok_s": ours, "hf_output_tok_s": hf, "ratio": ours / hf, **batch1,
+    reference = hf_model(engine, model_path).to(c.device)
+    hf = hf_throughput(reference, ps, c)
+    vocab = engine.model_info.vocab_size
+    ours_decode = decode_tok_s(engine_generate(engine), vocab, c)
+    hf_decode = decode_tok_s(hf_generate(reference, c.device), vocab, c)
+    results = {"engine_output_tok_s": ours, "hf_output_tok_s": hf, "ratio": ours / hf,
+               "engine_decode_tok_s": ours_decode, "hf_decode_tok_s": hf_decode,
+               "decode_ratio": ours_decode / hf_decode, **batch1,
                **schedule_comparison(engine, engines[1], ps, c)}
     for k, v in results.items():
         print(f"{k:>26}: {v:.4g}")

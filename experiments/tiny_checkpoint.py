@@ -1,6 +1,9 @@
-"""A small random-weight Llama checkpoint (config.json + model.safetensors, no tokenizer):
-the fall-back model of `batchtwin calibrate` and `fidelity` when SmolLM2 is not installed,
-and a fast model for their tests. Seeded: the same seed writes the same weights."""
+"""A small random-weight checkpoint (config.json + model.safetensors, no tokenizer): a Llama,
+the fall-back model of `batchtwin calibrate` and `fidelity` when SmolLM2 is not installed and
+a fast model for their tests, or a mixture of experts of the same sizes (`TINY_MOE`, the
+MoE model of `python -m experiments.bench_generate --model tiny-mixtral`). Seeded: the same
+seed writes the same weights. Written by our model classes under Hugging Face's names, so
+transformers loads it too."""
 
 from __future__ import annotations
 
@@ -11,8 +14,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from exec.llama import LlamaForCausalLM
 from exec.model_config import ModelConfig
+from exec.models import model_class
 
 
 @dataclass(frozen=True)
@@ -33,13 +36,27 @@ class TinyModelConfig:
                 "eos_token_id": 0, "torch_dtype": "float32"}
 
 
-def write_tiny_checkpoint(folder: str | Path, c: TinyModelConfig = TinyModelConfig()) -> Path:
-    """Write the checkpoint into `folder` (created) and return it."""
+# config.json fields over TinyModelConfig's: 8 experts, 2 per token, each as wide as the
+# Llama's MLP (intermediate_size), every layer sparse.
+TINY_MOE = {
+    "tiny-mixtral": {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+                     "num_local_experts": 8, "num_experts_per_tok": 2},
+    "tiny-qwen3-moe": {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+                       "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 768,
+                       "norm_topk_prob": True, "head_dim": 32},
+}
+
+
+def write_tiny_checkpoint(folder: str | Path, c: TinyModelConfig = TinyModelConfig(),
+                          moe: str | None = None) -> Path:
+    """Write the checkpoint into `folder` (created) and return it; `moe` names a TINY_MOE
+    architecture to write instead of the Llama."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    config = c.config_json()
+    config = {**c.config_json(), **(TINY_MOE[moe] if moe else {})}
     torch.manual_seed(c.seed)
-    model = LlamaForCausalLM(ModelConfig.from_dict(config))
+    parsed = ModelConfig.from_dict(config)
+    model = model_class(parsed)(parsed)
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 2:

@@ -116,6 +116,28 @@ def test_sim_schedules_every_step_exactly_as_exec_does(tiny_exec, case):
     _events(case, agreement.reference)
 
 
+MOE_EXAMPLES = 40
+
+
+@pytest.fixture(scope="module")
+def tiny_moe_exec(tiny_checkpoint):
+    """exec on the tiny Mixtral (top-2 of 8 experts in every layer). NOTE: a step clock, not
+    the roofline: the simulator's model shapes do not price MoE configs yet."""
+    folder, _ = tiny_checkpoint("mixtral")
+    with torch_threads(1):
+        yield TinyExec(folder, clock=StepClock(1.9e-4, 1e-7))
+
+
+@settings(max_examples=MOE_EXAMPLES)
+@given(case=cases(TINY_INFO, arrival_tick=ARRIVAL_TICK))
+@example(case=padded_case())
+def test_sim_schedules_every_step_exactly_as_exec_runs_a_moe_model(tiny_moe_exec, case):
+    """The agreement property on a MoE model: exec's tiny Mixtral and sim replaying its
+    tokens give equal StepRecords and outcomes, under the spec probe's checks."""
+    check_agreement(tiny_moe_exec.make_runner, replay_runner(), case,
+                    clock=tiny_moe_exec.clock, probe_a=TorchSpecProbe)
+
+
 # --- the kit can fail, and works for any runner ----------------------------------------
 
 

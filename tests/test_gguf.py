@@ -31,10 +31,10 @@ from exec.gguf_loader import (
 )
 from exec.gguf_tokenizer import build_tokenizer
 from exec.kv_pool import KVPool
-from exec.llama import TorchBatch
 from exec.loader import CheckpointError
 from exec.model_config import ModelConfig, UnsupportedModelError
 from exec.model_runner import TorchModelRunner
+from exec.models import TorchBatch
 from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler
 from tests.scripted_runner import drive
 from tests.tiny_models import make_checkpoint

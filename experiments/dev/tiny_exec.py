@@ -1,6 +1,6 @@
-"""The real executor on the tiny Llama, as the agreement checks drive it (ARCHITECTURE §6):
+"""The real executor on a tiny checkpoint, as the agreement checks drive it (ARCHITECTURE §6):
 `TinyExec` (a conformance-kit runner factory around the checkpoint's weights, with the
-roofline clock both executors run under), `TINY_INFO` (the tiny checkpoints' ModelInfo) and
+clock both executors run under: the roofline by default), `TINY_INFO` (the tiny checkpoints' ModelInfo) and
 `ARRIVAL_TICK` (the arrival spacing of the drawn workloads). Shared by
 tests/test_agreement*.py and `python -m experiments.dev.mutation_check`.
 """
@@ -13,6 +13,7 @@ from exec.model_files import load_model
 from exec.model_runner import TorchModelRunner
 from experiments.dev.tiny_models import COMMON
 from shared import ModelInfo, Scheduler, Trace
+from sim.cost_model import CostModel
 from sim.hardware import get_hardware
 from sim.model_shapes import get_model_shape
 from sim.roofline import RooflineCostModel
@@ -26,10 +27,10 @@ class TinyExec:
     """The tiny checkpoint's weights, loaded once; `make_runner` is a conformance-kit runner
     factory giving each example a fresh TorchModelRunner (fresh KV pool) around them."""
 
-    def __init__(self, folder) -> None:
+    def __init__(self, folder, clock: CostModel | None = None) -> None:
         self.model = load_model(folder)
         self.config_json = json.loads((folder / "config.json").read_text())
-        self.clock = RooflineCostModel(get_model_shape(self.config_json), get_hardware("h100"))
+        self.clock = clock or RooflineCostModel(get_model_shape(self.config_json), get_hardware("h100"))
 
     def make_runner(self, scheduler: Scheduler, reference: Trace | None = None) -> TorchModelRunner:
         runner = TorchModelRunner(self.model, scheduler.config, scheduler.model_info)

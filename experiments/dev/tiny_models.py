@@ -1,4 +1,4 @@
-"""Tiny random-weight Llama-family checkpoints, saved with transformers (the reference):
+"""Tiny random-weight checkpoints (Llama family, Mixtral, Qwen3-MoE), saved with transformers (the reference):
 the tests' `tiny_checkpoint` fixture and `python -m experiments.dev.mutation_check` build them.
 
 NOTE: weights are scaled up (x4 by default) so that logits are well separated: the gap
@@ -18,23 +18,40 @@ LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
 COMMON = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
               eos_token_id=0)
+# Mixtral: top-2 of 8 experts in every layer (expert width: intermediate_size).
+MIXTRAL = {"num_local_experts": 8, "num_experts_per_tok": 2}
+# Qwen3-MoE: layers 0 and 2 dense by decoder_sparse_step=2, layer 3 by mlp_only_layers, so
+# layer 1 alone routes (top-2 of 8, renormalised); dense layers use intermediate_size.
+QWEN3_MOE = {"head_dim": 32, "num_hidden_layers": 4, "num_experts": 8, "num_experts_per_tok": 2,
+             "moe_intermediate_size": 64, "norm_topk_prob": True, "decoder_sparse_step": 2,
+             "mlp_only_layers": [3]}
+# NOTE: Qwen3-MoE's float32 rounding grows fast with the scale (HF's own fp32 logits are
+# 2e-4 off its float64 ones at x3, 7e-6 at x2), so its weights are scaled x2 only.
+SCALES = {"qwen3_moe": 2.0}
 ARCHS = {
     "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM, {"rope_scaling": LLAMA3_ROPE}),
     "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM, {}),
     "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, {"head_dim": 32}),
     "smollm2": (transformers.LlamaConfig, transformers.LlamaForCausalLM, {"tie_word_embeddings": True}),
+    "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM, MIXTRAL),
+    "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM, QWEN3_MOE),
 }
 
 
-def make_checkpoint(folder: Path, arch: str = "llama", seed: int = 0, scale: float = 4.0):
-    """Save a tiny `arch` model into `folder`; returns the transformers model (eval, fp32)."""
+def make_checkpoint(folder: Path, arch: str = "llama", seed: int = 0, scale: float | None = None):
+    """Save a tiny `arch` model into `folder`; returns the transformers model (eval, fp32).
+    Weights are scaled by `scale` (default x4, `SCALES` where an arch needs less)."""
     config_cls, model_cls, extra = ARCHS[arch]
+    scale = SCALES.get(arch, 4.0) if scale is None else scale
     torch.manual_seed(seed)
-    model = model_cls(config_cls(**COMMON, **extra)).eval()
+    model = model_cls(config_cls(**{**COMMON, **extra})).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(scale)
     model.save_pretrained(folder)
+    if hasattr(model.config, "num_experts_per_tok"):
+        # NOTE: transformers' default grouped_mm experts refuse float64, the parity reference.
+        model.set_experts_implementation("eager")
     return model
 
 
