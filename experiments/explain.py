@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from exec.llama import LlamaForCausalLM
 from exec.model_config import ModelConfig
 from exec.model_runner import TorchModelRunner
+from exec.models.llama import LlamaForCausalLM
 from exec.torch_threads import torch_threads
 from experiments.golden_example import (
     ENGINE,

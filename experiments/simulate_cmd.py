@@ -3,6 +3,8 @@ driver and a cost model; no model runs) and print its serving metrics.
 
     batchtwin simulate --model llama-3-8b --hardware h100 --workload sharegpt \
         --num-requests 1000 --rate 20 --out results/sim-h100
+    batchtwin simulate --model deepseek-v3 --hardware h200 --tp 8 --ep-size 8 \
+        --quantization fp8 --num-requests 1000 --rate 10
 
 With `--out`, writes requests and steps (Parquet when pyarrow is importable, else CSV), the
 run's configuration (config.json: workload, model, hardware, cost model, the effective engine
@@ -23,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from experiments.arg_types import non_negative_int, positive_int, seed
+from experiments.arg_types import non_negative_float, non_negative_int, positive_int, seed
 from experiments.cli_errors import UsageError
 from experiments.output_paths import check_output_folder, remove_stale
 
@@ -40,6 +42,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     m.add_argument("--model", default="llama-3-8b", help="embedded key or config.json path")
     m.add_argument("--hardware", default="h100", help="catalogue key or hardware JSON path")
     m.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree")
+    parallelism_arguments(m)
     m.add_argument("--cost-model", default=None, metavar="JSON",
                    help="calibrated cost model file (default: roofline)")
     w = p.add_argument_group("workload")
@@ -73,6 +76,27 @@ def configure(p: argparse.ArgumentParser) -> None:
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def parallelism_arguments(g: argparse._ArgumentGroup) -> None:
+    """--ep-size, --quantization, --kv-cache-dtype (SGLang's names) and --expert-zipf."""
+    from sim.precision import KV_CACHE_DTYPES, QUANTIZATIONS
+
+    g.add_argument("--ep-size", type=positive_int, default=1,
+                   help="expert-parallel degree (MoE models; divides --tp and the experts)")
+    g.add_argument("--quantization", choices=tuple(QUANTIZATIONS), default=None,
+                   help="weight format (default: the checkpoint's quantization_config, else "
+                        "bf16); fp8 needs hardware with an fp8 peak")
+    g.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="auto",
+                   help="KV cache dtype (auto: bf16)")
+    g.add_argument("--expert-zipf", type=non_negative_float, default=0.0, metavar="S",
+                   help="Zipf exponent of expert popularity, for hot experts (0: uniform)")
+
+
+def parallelism_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The `sim.simulate.simulate` keywords of parallelism_arguments' flags."""
+    return {"ep_size": args.ep_size, "quantization": args.quantization,
+            "kv_cache_dtype": args.kv_cache_dtype, "expert_zipf": args.expert_zipf}
+
+
 def _engine_arguments(g: argparse._ArgumentGroup) -> None:
     """One flag per EngineConfig field (their annotations are strings: 'int | None', ...)."""
     from shared.engine_config import EngineConfig
@@ -98,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     _, shape = load_model(args.model)
     workload = make_workload(args, shape.vocab_size)
     result = simulate(workload, model=args.model, hardware=args.hardware, tp=args.tp,
-                      cost_model=args.cost_model, seed=args.seed, slo=_slo(args, SLO),
+                      **parallelism_args(args), cost_model=args.cost_model, seed=args.seed, slo=_slo(args, SLO),
                       progress=not args.no_progress, **engine_args(args))
     config = run_config(args, workload, result)
     print_summary(config, result)

@@ -19,7 +19,7 @@ from sim.batch_shape import BatchShape
 if TYPE_CHECKING:
     from shared.step_record import StepRecord
 
-STEP_COST_PARTS = ("linear", "attention", "lm_head", "allreduce", "overhead")
+STEP_COST_PARTS = ("linear", "attention", "lm_head", "allreduce", "experts", "alltoall", "overhead")
 
 
 class StepCost(NamedTuple):
@@ -29,6 +29,8 @@ class StepCost(NamedTuple):
     attention: float = 0.0   # score/softmax/value over the KV cache
     lm_head: float = 0.0     # logits for the pruned rows
     allreduce: float = 0.0   # tensor-parallel all-reduces
+    experts: float = 0.0     # routed experts of a mixture-of-experts model
+    alltoall: float = 0.0    # expert-parallel dispatch and combine
     overhead: float = 0.0    # fixed per-step and per-layer costs (launches, scheduling)
 
     @property

@@ -4,7 +4,14 @@ The pieces, wired as exec's Engine wires its own: a `Scheduler` with the model's
 and the KV capacity `kv_capacity_tokens` estimates (unless `max_total_tokens` is given), a
 `SimModelRunner` pricing each batch with the cost model, a token source (synthetic by default)
 and the SimPy driver. The trace header records the model's config.json and the executor
-`{"kind": "sim", "hardware", "tp", "cost_model"}`.
+`{"kind": "sim", "hardware", "tp", "ep_size", "weight_dtype", "kv_dtype", "expert_zipf",
+"cost_model"}`.
+
+A run's parallelism and dtypes (keywords of `simulate`): `ep_size`
+(SGLang's `--ep-size`, dividing tp and the experts), `quantization` (`--quantization`: fp8,
+int4-weight-only, none; None keeps the checkpoint's `quantization_config`), `kv_cache_dtype`
+(`--kv-cache-dtype`) and `expert_zipf` (hot experts: `sim.expert_routing`). Bad values raise
+ValueError naming the field before anything runs.
 """
 
 from __future__ import annotations
@@ -25,8 +32,16 @@ from sim.calibrated import CalibratedCostModel
 from sim.cost_model import CostModel, ZeroCostModel
 from sim.driver import drive_workload
 from sim.hardware import Hardware, get_hardware
-from sim.model_shapes import EMBEDDED_CONFIGS, ModelShape, get_model_shape, shape_from_config
-from sim.roofline import RooflineCostModel, check_tp, kv_capacity_tokens
+from sim.model_shapes import (
+    EMBEDDED_CONFIGS,
+    ModelShape,
+    config_dict,
+    get_model_shape,
+    shape_from_config,
+)
+from sim.parallelism import check_ep, check_tp
+from sim.precision import check_precision, run_dtypes
+from sim.roofline import RooflineCostModel, kv_capacity_tokens
 from sim.sim_model_runner import SimModelRunner
 from sim.token_source import SyntheticTokenSource, TokenSource
 
@@ -46,21 +61,25 @@ class Simulation(NamedTuple):
 
 
 def simulate(workload: Workload, *, model: ModelSpec = "llama-3-8b",
-             hardware: str | os.PathLike[str] = "h100", tp: int = 1,
-             cost_model: CostModelSpec = None, token_source: TokenSource | None = None,
-             seed: int = 0, slo: SLO | None = None, progress: bool = False,
-             **engine_args: Any) -> RunResult:
+             hardware: str | os.PathLike[str] = "h100", tp: int = 1, ep_size: int = 1,
+             quantization: str | None = None, kv_cache_dtype: str = "auto",
+             expert_zipf: float = 0.0, cost_model: CostModelSpec = None,
+             token_source: TokenSource | None = None, seed: int = 0, slo: SLO | None = None,
+             progress: bool = False, **engine_args: Any) -> RunResult:
     """Serve `workload` and return its RunResult.
 
     `model`: an embedded key (`sim.model_shapes.EMBEDDED_CONFIGS`), a config.json path or a
     config dict. `hardware`: a catalogue key or a hardware JSON path. `cost_model`: None (the
     roofline of model, hardware and tp), a CostModel, or a calibrated-model JSON path.
     `token_source`: None (SyntheticTokenSource(seed, vocab, eos)) or any TokenSource; its
-    `finished` is the driver's finished hook. `engine_args`: EngineConfig fields.
+    `finished` is the driver's finished hook. `engine_args`: EngineConfig fields. `ep_size`,
+    `quantization`, `kv_cache_dtype`, `expert_zipf`: see the module doc.
     Raises ValueError for unknown keys, bad parameters or an empty workload."""
     if not len(workload):
         raise ValueError("the workload has no requests")
-    s = build_simulation(model=model, hardware=hardware, tp=tp, cost_model=cost_model,
+    s = build_simulation(model=model, hardware=hardware, tp=tp, ep_size=ep_size,
+                         quantization=quantization, kv_cache_dtype=kv_cache_dtype,
+                         expert_zipf=expert_zipf, cost_model=cost_model,
                          token_source=token_source, seed=seed, **engine_args)
     trace = drive_workload(s.scheduler, s.runner, workload,
                            finished_hook=s.token_source.finished, progress=progress)
@@ -68,20 +87,26 @@ def simulate(workload: Workload, *, model: ModelSpec = "llama-3-8b",
 
 
 def build_simulation(*, model: ModelSpec = "llama-3-8b",
-                     hardware: str | os.PathLike[str] = "h100", tp: int = 1,
-                     cost_model: CostModelSpec = None, token_source: TokenSource | None = None,
-                     seed: int = 0, **engine_args: Any) -> Simulation:
+                     hardware: str | os.PathLike[str] = "h100", tp: int = 1, ep_size: int = 1,
+                     quantization: str | None = None, kv_cache_dtype: str = "auto",
+                     expert_zipf: float = 0.0, cost_model: CostModelSpec = None,
+                     token_source: TokenSource | None = None, seed: int = 0,
+                     **engine_args: Any) -> Simulation:
     """The scheduler, runner, token source and cost model `simulate` uses (same arguments)."""
     config_json, shape = load_model(model)
     hw = get_hardware(hardware)
+    shape = shape.with_dtypes(*run_dtypes(shape.weight_dtype, quantization, kv_cache_dtype))
+    check_precision(hw, shape.weight_dtype, quantization)
     check_tp(tp, shape)
+    check_ep(ep_size, tp, shape)
     engine = engine_config(engine_args)
     info = model_info(config_json, shape)
-    cost = resolve_cost_model(cost_model, shape, hw, tp)
-    capacity = kv_capacity_tokens(shape, hw, tp, engine.max_total_tokens)
+    cost = resolve_cost_model(cost_model, shape, hw, tp, ep_size, expert_zipf)
+    capacity = kv_capacity_tokens(shape, hw, tp, engine.max_total_tokens, ep_size=ep_size)
     scheduler = Scheduler(engine, info, kv_capacity=capacity)
     scheduler.trace.model_config = config_json
     scheduler.trace.executor = {"kind": "sim", "hardware": hw.key, "tp": tp,
+                                **run_extras(shape, ep_size, expert_zipf),
                                 "cost_model": describe_cost_model(cost)}
     source = token_source or SyntheticTokenSource(seed, info.vocab_size, info.eos_token_ids)
     runner = SimModelRunner(cost, source, scheduler.config, info)
@@ -95,12 +120,22 @@ def load_model(model: ModelSpec) -> tuple[dict[str, Any], ModelShape]:
     if isinstance(model, Mapping):
         config = dict(model)
     elif os.fspath(model) in EMBEDDED_CONFIGS:
-        config = dict(EMBEDDED_CONFIGS[os.fspath(model)])
+        config = config_dict(os.fspath(model))
     else:
         path = Path(model)
         config = json.loads((path / "config.json" if path.is_dir() else path).read_text())
     config = json.loads(json.dumps(config))  # tuples -> lists, as a saved trace reads back
     return config, shape_from_config(config, shape.name)
+
+
+def run_extras(shape: ModelShape, ep_size: int, expert_zipf: float) -> dict[str, Any]:
+    """The executor header's parallelism and dtype fields that differ from the defaults
+    (ep_size 1, bf16 weights and KV, uniform routing), so a dense default run's header is
+    unchanged."""
+    extras = {"ep_size": ep_size, "weight_dtype": shape.weight_dtype,
+              "kv_dtype": shape.kv_dtype, "expert_zipf": expert_zipf}
+    defaults = {"ep_size": 1, "weight_dtype": "bf16", "kv_dtype": "bf16", "expert_zipf": 0.0}
+    return {k: v for k, v in extras.items() if v != defaults[k]}
 
 
 def model_info(config: Mapping[str, Any], shape: ModelShape) -> ModelInfo:
@@ -119,9 +154,9 @@ def engine_config(engine_args: Mapping[str, Any]) -> EngineConfig:
 
 
 def resolve_cost_model(cost_model: CostModelSpec, shape: ModelShape, hardware: Hardware,
-                       tp: int) -> CostModel:
+                       tp: int, ep_size: int = 1, expert_zipf: float = 0.0) -> CostModel:
     if cost_model is None:
-        return RooflineCostModel(shape, hardware, tp)
+        return RooflineCostModel(shape, hardware, tp, ep_size=ep_size, expert_zipf=expert_zipf)
     if isinstance(cost_model, CostModel):
         return cost_model
     if isinstance(cost_model, (str, os.PathLike)):
@@ -135,7 +170,9 @@ def resolve_cost_model(cost_model: CostModelSpec, shape: ModelShape, hardware: H
 def describe_cost_model(cost: CostModel) -> str:
     """A one-line description for the trace header."""
     if isinstance(cost, RooflineCostModel):
-        return f"roofline({cost.model_shape.name}, {cost.hardware.key}, tp={cost.tp})"
+        m, ep = cost.model_shape, f", ep={cost.ep_size}" if cost.ep_size > 1 else ""
+        dtype = "" if m.weight_dtype == "bf16" else f", {m.weight_dtype}"
+        return f"roofline({m.name}, {cost.hardware.key}, tp={cost.tp}{ep}{dtype})"
     if isinstance(cost, CalibratedCostModel):
         return f"calibrated({cost.source or 'unknown source'})"
     if isinstance(cost, ZeroCostModel):

@@ -45,8 +45,8 @@ def tiny_gguf(path: Path) -> Path:
     import torch
 
     from exec.gguf_loader import GLOBAL_TENSORS, LAYER_TENSORS
-    from exec.llama import LlamaForCausalLM
     from exec.model_config import ModelConfig
+    from exec.models.llama import LlamaForCausalLM
 
     with torch.device("meta"):
         model = LlamaForCausalLM(ModelConfig.from_dict(TINY_CONFIG))

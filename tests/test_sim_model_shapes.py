@@ -11,7 +11,9 @@ from sim.model_shapes import (
     get_model_shape,
 )
 
-ISSUE_KEYS = ("llama-3-8b", "llama-3-70b", "qwen2.5-7b", "qwen2.5-72b", "qwen3-8b", "smollm2-135m")
+ISSUE_KEYS = ("llama-3-8b", "llama-3-70b", "qwen2.5-7b", "qwen2.5-72b", "qwen3-8b", "smollm2-135m",
+              "llama-3.1-405b", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3",
+              "gpt-oss-120b")
 # Published parameter counts (model cards) and the tolerance each is checked at.
 PUBLISHED_PARAMS = [
     ("smollm2-135m", 135e6, 0.03),
@@ -20,6 +22,19 @@ PUBLISHED_PARAMS = [
     ("qwen2.5-7b", 7.61e9, 0.01),
     ("qwen2.5-72b", 72.7e9, 0.01),
     ("qwen3-8b", 8.19e9, 0.01),
+    ("llama-3.1-405b", 405.9e9, 0.01),
+    ("mixtral-8x7b", 46.7e9, 0.01),
+    ("qwen3-30b-a3b", 30.5e9, 0.01),
+    ("qwen3-235b-a22b", 235e9, 0.01),
+    ("deepseek-v3", 671e9, 0.01),
+    ("gpt-oss-120b", 116.8e9, 0.01),
+]
+# Published active parameters per token (model cards; gpt-oss's 5.1B excludes the embedding).
+PUBLISHED_ACTIVE = [
+    ("mixtral-8x7b", 12.9e9, 0.01),
+    ("qwen3-30b-a3b", 3.3e9, 0.02),
+    ("qwen3-235b-a22b", 22e9, 0.02),
+    ("deepseek-v3", 37e9, 0.02),
 ]
 MOE_CONFIGS = {
     "mixtral": {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
@@ -79,17 +94,31 @@ def test_dtype_aliases_are_accepted():
     assert (shape.weight_dtype, shape.kv_dtype) == ("bf16", "fp8")
 
 
-@pytest.mark.parametrize("kw", [{"weight_dtype": "int4"}, {"kv_dtype": "fp6"}, {"weight_dtype": ""}])
+@pytest.mark.parametrize("kw", [{"weight_dtype": "int3"}, {"kv_dtype": "fp6"}, {"kv_dtype": "int4"},
+                                {"weight_dtype": ""}])
 def test_unknown_dtype_names_raise(kw):
     """An unknown dtype raises ValueError listing the known ones."""
     with pytest.raises(ValueError, match=r"unknown dtype .*bf16"):
         get_model_shape("llama-3-8b", **kw)
 
 
-@pytest.mark.parametrize("name", sorted(MOE_CONFIGS))
-def test_moe_configs_raise_naming_the_extension_point(name):
-    """Mixtral, Qwen-MoE and DeepSeek configs raise NotImplementedError naming the hook."""
-    with pytest.raises(NotImplementedError, match=r"sim\.model_shapes\.moe_shape_from_config"):
+@pytest.mark.parametrize(("key", "active", "rel"), PUBLISHED_ACTIVE)
+def test_active_parameter_count_matches_the_published_size(key, active, rel):
+    """A MoE shape's active parameters (top-k routed experts per layer) match the model card."""
+    assert get_model_shape(key).active_param_count == pytest.approx(active, rel=rel)
+
+
+def test_a_complete_mixtral_config_is_priced():
+    """A Mixtral config.json dict reads into a MoE shape with 8 experts, 2 per token."""
+    shape = get_model_shape(MOE_CONFIGS["mixtral"])
+    assert (shape.moe.num_experts, shape.moe.experts_per_token) == (8, 2)
+
+
+@pytest.mark.parametrize(("name", "field"), [("qwen2_moe", "num_experts_per_tok"),
+                                             ("deepseek_v3", "qk_nope_head_dim")])
+def test_moe_config_missing_a_routing_field_names_it(name, field):
+    """A MoE or MLA config missing a field its family needs raises ValueError naming it."""
+    with pytest.raises(ValueError, match=field):
         get_model_shape(MOE_CONFIGS[name])
 
 

@@ -4,6 +4,8 @@ the configurations ranked by goodput per GPU (simulated; runs with no arguments)
     batchtwin plan                                           # llama-3-8b on h100, defaults
     batchtwin plan --model llama-3-70b --hardware h100,h200 --tp 4,8 \
         --slo ttft_p90=2s,tpot_p90=100ms --max-running-requests 64,256,auto --out plan-70b
+    batchtwin plan --model deepseek-v3 --hardware h200 --tp 8 --ep-size 1,8 \
+        --quantization fp8 --kv-cache-dtype auto,fp8_e4m3
 
 Writes to `--out` (default ./batchtwin-plan/): report.md (Recommendation, Headroom, Limits,
 Sweep), PNG plots (TTFT/TPOT against rate, goodput against rate, KV usage and batch
@@ -21,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from experiments.arg_types import non_negative_int, positive_int
+from experiments.arg_types import non_negative_float, non_negative_int, positive_int
 from experiments.plan.grid import NONE_WORDS, Grid, check_candidates, parse_list
 from experiments.plan.slo import DEFAULT_SLO, format_rate
 
@@ -38,6 +40,13 @@ def configure(p: argparse.ArgumentParser) -> None:
     m.add_argument("--model", default="llama-3-8b", help="embedded key or config.json path")
     m.add_argument("--hardware", default=",".join(d.hardware), help="catalogue keys or JSON paths")
     m.add_argument("--tp", default=",".join(map(str, d.tp)), help="tensor-parallel degrees")
+    m.add_argument("--ep-size", default="1", help="expert-parallel degrees (MoE; divide --tp)")
+    m.add_argument("--quantization", default="auto",
+                   help="weight formats: fp8, int4-weight-only, none, auto (the checkpoint's)")
+    m.add_argument("--kv-cache-dtype", default="auto",
+                   help="KV cache dtypes: auto (bf16), fp8_e4m3, fp8_e5m2, bf16, fp16")
+    m.add_argument("--expert-zipf", type=non_negative_float, default=0.0, metavar="S",
+                   help="Zipf exponent of expert popularity, for hot experts (0: uniform)")
     w = p.add_argument_group("workload")
     w.add_argument("--workload", choices=WORKLOADS, default="sharegpt")
     w.add_argument("--num-requests", type=int, default=1000, help="requests per run")
@@ -86,13 +95,16 @@ def build_plan(args: argparse.Namespace):
     workload = WorkloadSpec(args.workload, args.num_requests, args.prompt_len, args.output_len,
                             args.burstiness, args.num_groups, args.system_prompt_len)
     spec = PlanSpec(args.model, workload, SLOTargets.parse(args.slo),
-                    tuple(range(args.seeds)), args.rate_tolerance)
+                    tuple(range(args.seeds)), args.rate_tolerance, expert_zipf=args.expert_zipf)
     grid = Grid(parse_list(args.hardware, "--hardware", str),
                 parse_list(args.tp, "--tp", int),
                 parse_list(args.chunked_prefill_size, "--chunked-prefill-size", int, "off"),
                 parse_list(args.max_running_requests, "--max-running-requests", int, "auto"),
                 parse_list(args.page_size, "--page-size", int),
-                parse_list(args.schedule_policy, "--schedule-policy", str))
+                parse_list(args.schedule_policy, "--schedule-policy", str),
+                parse_list(args.ep_size, "--ep-size", int),
+                parse_list(args.quantization, "--quantization", str, "auto"),
+                parse_list(args.kv_cache_dtype, "--kv-cache-dtype", str))
     return spec, grid
 
 
@@ -168,7 +180,8 @@ def plan_config(spec, grid: Grid, args, generator: dict) -> dict:
             "objectives": [dataclasses.asdict(o) for o in spec.slo.objectives],
             "workload": dataclasses.asdict(spec.workload), "workload_generator": generator,
             "seeds": list(spec.seeds), "rate_tolerance": spec.rate_tolerance,
-            "min_rate_fraction": spec.min_rate_fraction, "probe_scale": PROBE_SCALE,
+            "min_rate_fraction": spec.min_rate_fraction, "expert_zipf": spec.expert_zipf,
+            "probe_scale": PROBE_SCALE,
             "floor_requests": FLOOR_REQUESTS, "jobs": args.jobs, "grid": grid.to_dict(),
             "num_configurations": len(grid.candidates())}
 

@@ -1,5 +1,6 @@
-"""The configurations `batchtwin plan` compares: every combination of hardware, TP degree and
-engine knob values given on the command line (comma lists; `auto` / `off` for None).
+"""The configurations `batchtwin plan` compares: every combination of hardware, TP degree,
+engine knob values and the run's parallelism and dtypes (`--ep-size`, `--quantization`,
+`--kv-cache-dtype`) given on the command line (comma lists; `auto` / `off` for None).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 KNOBS = ("chunked_prefill_size", "max_running_requests", "page_size", "schedule_policy")
-NONE_WORDS = {"chunked_prefill_size": "off", "max_running_requests": "auto"}
+RUN_AXES = ("ep_size", "quantization", "kv_cache_dtype")
+NONE_WORDS = {"chunked_prefill_size": "off", "max_running_requests": "auto",
+              "quantization": "auto"}
 
 
 @dataclass(frozen=True)
@@ -24,18 +27,30 @@ class Candidate:
     max_running_requests: int | None
     page_size: int
     schedule_policy: str
+    ep_size: int = 1
+    quantization: str | None = None    # None: the checkpoint's
+    kv_cache_dtype: str = "auto"
 
     @property
     def num_gpus(self) -> int:
+        """The experts are placed on the tp GPUs (ep divides tp)."""
         return self.tp
 
     def engine_args(self) -> dict[str, Any]:
         """EngineConfig fields (chunked_prefill_size None disables chunking)."""
         return {k: getattr(self, k) for k in KNOBS}
 
+    def run_args(self) -> dict[str, Any]:
+        """`sim.simulate.simulate`'s ep_size, quantization and kv_cache_dtype."""
+        return {k: getattr(self, k) for k in RUN_AXES}
+
     @property
     def label(self) -> str:
-        return (f"{self.hardware} tp{self.tp} chunk={show(self, 'chunked_prefill_size')} "
+        ep = f" ep{self.ep_size}" if self.ep_size > 1 else ""
+        quant = "" if self.quantization is None else f" {self.quantization}"
+        kv = "" if self.kv_cache_dtype == "auto" else f" kv={self.kv_cache_dtype}"
+        return (f"{self.hardware} tp{self.tp}{ep}{quant}{kv} "
+                f"chunk={show(self, 'chunked_prefill_size')} "
                 f"running={show(self, 'max_running_requests')} page={self.page_size} "
                 f"{self.schedule_policy}")
 
@@ -58,6 +73,9 @@ class Grid:
     max_running_requests: tuple[int | None, ...] = (128, 256, None)
     page_size: tuple[int, ...] = (1,)
     schedule_policy: tuple[str, ...] = ("fcfs",)
+    ep_size: tuple[int, ...] = (1,)
+    quantization: tuple[str | None, ...] = (None,)
+    kv_cache_dtype: tuple[str, ...] = ("auto",)
 
     def candidates(self) -> list[Candidate]:
         axes = [getattr(self, f.name) for f in dataclasses.fields(self)]
@@ -94,13 +112,18 @@ def check_candidates(model: str, candidates: Sequence[Candidate]) -> None:
     """Every name and knob is known and valid for the model; ValueError naming the bad one."""
     from shared.engine_config import EngineConfig
     from sim.hardware import get_hardware
-    from sim.roofline import check_tp
+    from sim.parallelism import check_ep, check_tp
+    from sim.precision import check_precision, run_dtypes
     from sim.simulate import load_model
 
-    _, shape = load_model(model)
+    _, checkpoint = load_model(model)
     for c in candidates:
-        get_hardware(c.hardware)
+        hw = get_hardware(c.hardware)
+        shape = checkpoint.with_dtypes(*run_dtypes(checkpoint.weight_dtype, c.quantization,
+                                                   c.kv_cache_dtype))
+        check_precision(hw, shape.weight_dtype, c.quantization)
         check_tp(c.tp, shape)
+        check_ep(c.ep_size, c.tp, shape)
         try:
             EngineConfig(**c.engine_args())
         except ValueError as e:

@@ -64,6 +64,7 @@ class PlanSpec:
     seeds: tuple[int, ...] = (0, 1)
     rate_tolerance: float = 0.05
     min_rate_fraction: float = 1 / 16
+    expert_zipf: float = 0.0           # Zipf exponent of expert popularity (0: uniform)
 
     def __post_init__(self) -> None:
         if not self.seeds:
@@ -115,7 +116,8 @@ def simulate_point(spec: PlanSpec, point: Point):
     workload = w.build(point.rate, point.seed, shape.vocab_size)
     c = point.candidate
     return simulate(workload, model=spec.model, hardware=c.hardware, tp=c.tp, seed=point.seed,
-                    slo=spec.slo.per_request(), **c.engine_args())
+                    slo=spec.slo.per_request(), expert_zipf=spec.expert_zipf, **c.run_args(),
+                    **c.engine_args())
 
 
 def run_point(spec: PlanSpec, point: Point) -> PointResult:

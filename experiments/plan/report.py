@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from experiments.plan.grid import KNOBS, Candidate, show
+from experiments.plan.grid import KNOBS, RUN_AXES, Candidate, show
 from experiments.plan.point import PlanSpec, PointResult
 from experiments.plan.search import Outcome
 from experiments.plan.slo import format_rate, format_seconds
@@ -68,6 +68,7 @@ def recommendation(spec: PlanSpec, best: Outcome) -> str:
 def simulate_command(spec: PlanSpec, c: Candidate, rate: float) -> str:
     w, knobs, slo = spec.workload, c.engine_args(), spec.slo.per_request()
     lines = [f"batchtwin simulate --model {spec.model} --hardware {c.hardware} --tp {c.tp}",
+             run_flags(spec, c),
              f"--workload {w.workload} --num-requests {w.num_requests} --rate {rate:.10g} "
              f"--burstiness {w.burstiness:g} --seed {spec.seeds[0]}"]
     lengths = [f"--{k.replace('_', '-')} {v}" for k, v in
@@ -83,6 +84,15 @@ def simulate_command(spec: PlanSpec, c: Candidate, rate: float) -> str:
     lines.append(" ".join(f"--slo-{m} {getattr(slo, m):g}" for m in ("ttft", "tpot", "e2e")
                           if getattr(slo, m) is not None))
     return " \\\n    ".join(line for line in lines if line)
+
+
+def run_flags(spec: PlanSpec, c: Candidate) -> str:
+    """--ep-size, --quantization, --kv-cache-dtype and --expert-zipf where not the default."""
+    flags = [f"--ep-size {c.ep_size}" if c.ep_size > 1 else "",
+             f"--quantization {c.quantization}" if c.quantization is not None else "",
+             f"--kv-cache-dtype {c.kv_cache_dtype}" if c.kv_cache_dtype != "auto" else "",
+             f"--expert-zipf {spec.expert_zipf:g}" if spec.expert_zipf else ""]
+    return " ".join(f for f in flags if f)
 
 
 def headroom(spec: PlanSpec, best: Outcome) -> str:
@@ -126,14 +136,14 @@ def limits(best: Outcome) -> str:
 
 
 def sweep(ranked: Sequence[Outcome]) -> str:
-    header = ["rank", "hardware", "tp", *KNOBS, "max rate (req/s)", "goodput/GPU (req/s)",
+    header = ["rank", "hardware", "tp", *RUN_AXES, *KNOBS, "max rate (req/s)", "goodput/GPU (req/s)",
               "saturation (req/s)", "limit"]
     rows = []
     for i, o in enumerate(ranked, 1):
         c = o.candidate
         rate = "-" if o.rate is None else format_rate(o.rate) + (" (cap)" if o.capped else "")
         rows.append([str(i) if o.feasible else "-", c.hardware, str(c.tp),
-                     *(show(c, k) for k in KNOBS), rate, format_rate(o.goodput_per_gpu),
+                     *(show(c, k) for k in (*RUN_AXES, *KNOBS)), rate, format_rate(o.goodput_per_gpu),
                      format_rate(o.saturation), o.limit.kind])
     return "## Sweep\n\n" + table(header, rows)
 
