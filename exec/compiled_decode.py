@@ -28,7 +28,6 @@ hence SGLang's default bound of 32.
 from __future__ import annotations
 
 import torch
-import torch._inductor.config as inductor_config
 from torch import nn
 
 from exec.models import CausalLM, TorchBatch
@@ -57,6 +56,9 @@ class CompiledDecode:
         _mark_dynamic(input_ids, positions, batch)
         # NOTE: inductor settings in torch.compile's `options` are not all honoured (torch
         # 2.13: `freezing` is not); any call may compile, so each runs under the patch.
+        # NOTE: imported on use: importing inductor costs every Engine 1.6 s of start-up.
+        import torch._inductor.config as inductor_config
+
         with inductor_config.patch(freezing=True, cpp_wrapper=True):
             return self.fn(input_ids, positions, batch)
 

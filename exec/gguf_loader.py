@@ -218,6 +218,22 @@ def llama3_scaling_from_factors(factors: np.ndarray, head_dim: int, theta: float
     return scaling
 
 
+class _PlainArrayReader(GGUFReader):
+    """gguf's reader over a plain ndarray view of its memory map: the same bytes, still
+    mapped, but slicing skips np.memmap's Python-level `__array_finalize__`, which the reader
+    runs once per string of the vocabulary and merges (0.8 s against 2.2 s for SmolLM2-135M's
+    header on an AMD EPYC, AVX2). NOTE: `data` is the attribute the reader reads everything
+    through; its constructor assigns the np.memmap to it."""
+
+    @property
+    def data(self) -> np.ndarray:
+        return self._data
+
+    @data.setter
+    def data(self, mapped: np.memmap) -> None:
+        self._data = mapped.view(np.ndarray)
+
+
 def _open(path: Path) -> GGUFReader:
     """The file's reader; CheckpointError naming the file when it is absent or unreadable.
 
@@ -227,7 +243,7 @@ def _open(path: Path) -> GGUFReader:
     if not path.is_file():
         raise CheckpointError(f"no GGUF file at {path}")
     try:
-        return GGUFReader(path, "r")
+        return _PlainArrayReader(path, "r")
     except OSError as e:
         raise CheckpointError(f"cannot read GGUF file {path}: {e}") from e
     except (ValueError, IndexError) as e:

@@ -15,6 +15,8 @@ model dtype and multiply by the scale (`exec.attention.paged_attention`'s k_scal
 
 from __future__ import annotations
 
+import math
+import mmap
 from collections.abc import Sequence
 
 import torch
@@ -26,6 +28,18 @@ from shared.kv_cache_layout import KVCacheLayout
 
 def _scales(scales: Sequence[float] | None, num_layers: int) -> tuple[float, ...]:
     return (1.0,) * num_layers if scales is None else tuple(float(s) for s in scales)
+
+
+def _zeros(shape: tuple[int, ...], dtype: torch.dtype, device: str | torch.device) -> torch.Tensor:
+    """A zero tensor; on CPU over an anonymous mmap, whose pages the OS zero-fills when first
+    touched. NOTE: torch.zeros writes every page up front: seconds and the whole pool's
+    resident memory for the default CPU pool (a fifth of the host), of which a short run
+    touches a few pages. The tensor keeps the mapping alive."""
+    if torch.device(device).type != "cpu":
+        return torch.zeros(shape, dtype=dtype, device=device)
+    nbytes = math.prod(shape) * dtype_bytes(dtype)
+    return torch.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype=torch.uint8)[:nbytes] \
+        .view(dtype).view(shape)
 
 
 def _put(view: torch.Tensor, loc: torch.Tensor, x: torch.Tensor, scale: float) -> None:
@@ -41,8 +55,8 @@ class KVPool:
                  k_scales: Sequence[float] | None = None,
                  v_scales: Sequence[float] | None = None) -> None:
         shape = (num_layers, num_slots + page_size, kv_heads, head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.k = _zeros(shape, dtype, device)
+        self.v = _zeros(shape, dtype, device)
         self.k_layers, self.v_layers = self.k.unbind(0), self.v.unbind(0)
         self.k_scale, self.v_scale = _scales(k_scales, num_layers), _scales(v_scales, num_layers)
 
@@ -60,8 +74,7 @@ class LatentKVPool:
     def __init__(self, num_layers: int, num_slots: int, page_size: int, cache_dim: int,
                  dtype: torch.dtype, device: str | torch.device, *,
                  scales: Sequence[float] | None = None) -> None:
-        self.latent = torch.zeros((num_layers, num_slots + page_size, cache_dim), dtype=dtype,
-                                  device=device)
+        self.latent = _zeros((num_layers, num_slots + page_size, cache_dim), dtype, device)
         self.latent_layers = self.latent.unbind(0)
         self.scale = _scales(scales, num_layers)
 

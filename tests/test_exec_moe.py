@@ -95,7 +95,8 @@ def test_moe_weights_pack_attention_and_dense_layers_and_stack_experts(batched_r
     layer's experts become two stacked tensors [E, 2I, H] and [E, H, I]."""
     arch, engine, _, _ = batched_run
     model = engine.runner.model
-    assert type(model) is MODELS[model.config.names[0]]
+    assert type(model) is model_class(model.config)
+    assert MODELS[model.config.names[0]] == (arch, type(model).__name__)
     for layer in model.model.layers:
         assert isinstance(layer.self_attn.qkv_proj, PackedLinear)
         ffn = layer.ffn

@@ -7,28 +7,32 @@ only `model_type` finds its class too).
 
 Adding a family is one file in this folder (a `CausalLM`: reuse `exec.models.llama` and
 choose the feed-forward of each layer, as `mixtral.py` does) plus one row in `MODELS`.
+
+A row names the family's module and class (vLLM's registry does the same): a family's module
+is imported when a config needs it, so a dense model does not pay for the MoE code's imports
+(torch._dynamo, a second at start-up).
 """
 
 from __future__ import annotations
 
+import importlib
+
 from exec.model_config import UnsupportedModelError
 from exec.models.causal_lm import CausalLM
-from exec.models.llama import LlamaForCausalLM
-from exec.models.mixtral import MixtralForCausalLM
-from exec.models.qwen3_moe import Qwen3MoeForCausalLM
 from exec.models.torch_batch import TorchBatch
 from shared.hf_config import ARCHITECTURES, HFConfig
 
-MODELS: dict[str, type[CausalLM]] = {
-    "LlamaForCausalLM": LlamaForCausalLM,
-    "Qwen2ForCausalLM": LlamaForCausalLM,
-    "Qwen3ForCausalLM": LlamaForCausalLM,
-    "MistralForCausalLM": LlamaForCausalLM,
-    "MixtralForCausalLM": MixtralForCausalLM,
-    "Qwen3MoeForCausalLM": Qwen3MoeForCausalLM,
+# architectures name -> (module in exec.models, class)
+MODELS: dict[str, tuple[str, str]] = {
+    "LlamaForCausalLM": ("llama", "LlamaForCausalLM"),
+    "Qwen2ForCausalLM": ("llama", "LlamaForCausalLM"),
+    "Qwen3ForCausalLM": ("llama", "LlamaForCausalLM"),
+    "MistralForCausalLM": ("llama", "LlamaForCausalLM"),
+    "MixtralForCausalLM": ("mixtral", "MixtralForCausalLM"),
+    "Qwen3MoeForCausalLM": ("qwen3_moe", "Qwen3MoeForCausalLM"),
 }
 # NOTE: every registered name is one `shared.hf_config` reads (a KeyError here otherwise).
-_BY_FAMILY = {ARCHITECTURES[name]: cls for name, cls in MODELS.items()}
+_BY_FAMILY = {ARCHITECTURES[name]: row for name, row in MODELS.items()}
 
 __all__ = ["MODELS", "CausalLM", "TorchBatch", "model_class"]
 
@@ -36,8 +40,9 @@ __all__ = ["MODELS", "CausalLM", "TorchBatch", "model_class"]
 def model_class(config: HFConfig) -> type[CausalLM]:
     """The class that runs `config`; UnsupportedModelError naming its architecture and
     listing the registered ones otherwise."""
-    cls = _BY_FAMILY.get(config.arch)
-    if cls is None:
+    row = _BY_FAMILY.get(config.arch)
+    if row is None:
         raise UnsupportedModelError(f"unsupported architecture {list(config.names)!r}; "
                                     f"batchtwin runs {', '.join(MODELS)}")
-    return cls
+    module, name = row
+    return getattr(importlib.import_module(f"exec.models.{module}"), name)
