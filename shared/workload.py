@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,13 +119,20 @@ class Workload:
 
     @classmethod
     def from_jsonl(cls, path: str | Path) -> Workload:
+        """The workload `to_jsonl` wrote; ValueError naming the file (and the line) when it
+        is not one: a wrong header, a line that is not JSON, a request missing a field."""
         with open(path) as f:
-            header = json.loads(f.readline() or "{}")
+            header = _parse_line(path, 1, f.readline() or "{}", dict)
             if header.get("format") != WORKLOAD_FORMAT or header.get("version") != WORKLOAD_VERSION:
                 raise ValueError(f"{path}: not a {WORKLOAD_FORMAT} v{WORKLOAD_VERSION} file "
                                  f"(header format={header.get('format')!r}, "
                                  f"version={header.get('version')!r})")
-            reqs = [WorkloadRequest.from_dict(json.loads(ln)) for ln in f if ln.strip()]
+            reqs = [_parse_line(path, n, ln, WorkloadRequest.from_dict)
+                    for n, ln in enumerate(f, start=2) if ln.strip()]
+        missing = [key for key in ("name", "config") if key not in header]
+        if missing:
+            raise ValueError(f"workload file {path} line 1 is not a batchtwin workload header "
+                             f"(missing field {missing[0]!r})")
         return cls(tuple(reqs), header["name"], header["config"])
 
     @classmethod
@@ -300,3 +307,17 @@ def _config(generator: str, seed: int, vocab_size: int, rate: float, burstiness:
     return {"generator": generator, "seed": seed, "vocab_size": vocab_size,
             "rate": float(rate), "burstiness": float(burstiness), **params,
             "sampling_params": template.to_dict() if template is not None else None}
+
+
+def _parse_line(path: str | Path, number: int, line: str, build: Callable[[dict], Any]) -> Any:
+    """`build(json.loads(line))`; ValueError naming the file and line when the line is not a
+    JSON object or lacks a field `build` needs."""
+    try:
+        value = json.loads(line)
+        if not isinstance(value, dict):
+            raise TypeError(f"a JSON object, got {type(value).__name__}")
+        return build(value)
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+        raise ValueError(f"workload file {path} line {number} is not a batchtwin workload "
+                         f"line ({what})") from None

@@ -70,6 +70,20 @@ def test_from_jsonl_rejects_a_file_without_workload_header(tmp_path):
         Workload.from_jsonl(tmp_path / "t.jsonl")
 
 
+@pytest.mark.parametrize("line, what", [("not json", "line 2 .*Expecting value"),
+                                         ("[1, 2]", "line 2 .*a JSON object, got list"),
+                                         ('{"rid": "r0"}', "line 2 .*missing field")])
+def test_from_jsonl_names_the_file_and_line_of_a_broken_request(tmp_path, line, what):
+    """A request line that is not JSON, not an object or lacks a field: ValueError naming
+    the file and the line, not a bare JSON or KeyError."""
+    w = Workload.synthetic(2, 4, 2, vocab_size=50)
+    w.to_jsonl(tmp_path / "w.jsonl")
+    lines = (tmp_path / "w.jsonl").read_text().splitlines()
+    (tmp_path / "w.jsonl").write_text("\n".join([lines[0], line, *lines[2:]]) + "\n")
+    with pytest.raises(ValueError, match=f"w.jsonl {what}"):
+        Workload.from_jsonl(tmp_path / "w.jsonl")
+
+
 def test_poisson_mean_gap_is_inverse_rate():
     """Burstiness 1: exponential gaps, mean 1/rate and coefficient of variation 1."""
     gaps = _gaps(4000, rate=5.0, burstiness=1.0)
