@@ -12,6 +12,8 @@ from typing import Any
 
 _F = MappingProxyType
 _GPT_OSS_LAYER_TYPES = ("sliding_attention", "full_attention") * 18
+_LLAMA31_ROPE = _F({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
 
 
 def config_dict(key: str) -> dict[str, Any]:
@@ -72,6 +74,39 @@ EMBEDDED_CONFIGS = _F({
         "rope_scaling": _F({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                             "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}),
         "eos_token_id": 128001}),
+    "llama-3.1-8b": _F({  # meta-llama/Llama-3.1-8B config.json
+        "architectures": ("LlamaForCausalLM",), "model_type": "llama", "hidden_size": 4096,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False,
+        "max_position_embeddings": 131072, "rope_theta": 500000.0,
+        "rope_scaling": _LLAMA31_ROPE, "eos_token_id": 128001}),
+    "llama-3.1-70b": _F({  # meta-llama/Llama-3.1-70B config.json (Llama-3.3-70B: the same)
+        "architectures": ("LlamaForCausalLM",), "model_type": "llama", "hidden_size": 8192,
+        "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "intermediate_size": 28672, "vocab_size": 128256, "tie_word_embeddings": False,
+        "max_position_embeddings": 131072, "rope_theta": 500000.0,
+        "rope_scaling": _LLAMA31_ROPE, "eos_token_id": 128001}),
+    "llama-2-7b": _F({  # meta-llama/Llama-2-7b-hf config.json
+        "architectures": ("LlamaForCausalLM",), "model_type": "llama", "hidden_size": 4096,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+        "intermediate_size": 11008, "vocab_size": 32000, "tie_word_embeddings": False,
+        "max_position_embeddings": 4096, "rope_theta": 10000.0, "eos_token_id": 2}),
+    "llama-2-13b": _F({  # meta-llama/Llama-2-13b-hf config.json
+        "architectures": ("LlamaForCausalLM",), "model_type": "llama", "hidden_size": 5120,
+        "num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 40,
+        "intermediate_size": 13824, "vocab_size": 32000, "tie_word_embeddings": False,
+        "max_position_embeddings": 4096, "rope_theta": 10000.0, "eos_token_id": 2}),
+    "llama-2-70b": _F({  # meta-llama/Llama-2-70b-hf config.json
+        "architectures": ("LlamaForCausalLM",), "model_type": "llama", "hidden_size": 8192,
+        "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "intermediate_size": 28672, "vocab_size": 32000, "tie_word_embeddings": False,
+        "max_position_embeddings": 4096, "rope_theta": 10000.0, "eos_token_id": 2}),
+    "mixtral-8x22b": _F({  # mistralai/Mixtral-8x22B-v0.1 config.json
+        "architectures": ("MixtralForCausalLM",), "model_type": "mixtral", "hidden_size": 6144,
+        "num_hidden_layers": 56, "num_attention_heads": 48, "num_key_value_heads": 8,
+        "intermediate_size": 16384, "num_local_experts": 8, "num_experts_per_tok": 2,
+        "vocab_size": 32000, "tie_word_embeddings": False, "max_position_embeddings": 65536,
+        "rope_theta": 1000000.0, "sliding_window": None, "eos_token_id": 2}),
     "mixtral-8x7b": _F({  # mistralai/Mixtral-8x7B-v0.1 config.json
         "architectures": ("MixtralForCausalLM",), "model_type": "mixtral", "hidden_size": 4096,
         "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,

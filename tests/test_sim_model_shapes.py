@@ -13,7 +13,8 @@ from sim.model_shapes import (
 
 ISSUE_KEYS = ("llama-3-8b", "llama-3-70b", "qwen2.5-7b", "qwen2.5-72b", "qwen3-8b", "smollm2-135m",
               "llama-3.1-405b", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3",
-              "gpt-oss-120b")
+              "gpt-oss-120b", "llama-3.1-8b", "llama-3.1-70b", "llama-2-7b", "llama-2-13b",
+              "llama-2-70b", "mixtral-8x22b")
 # Published parameter counts (model cards) and the tolerance each is checked at.
 PUBLISHED_PARAMS = [
     ("smollm2-135m", 135e6, 0.03),
@@ -28,6 +29,12 @@ PUBLISHED_PARAMS = [
     ("qwen3-235b-a22b", 235e9, 0.01),
     ("deepseek-v3", 671e9, 0.01),
     ("gpt-oss-120b", 116.8e9, 0.01),
+    ("llama-3.1-8b", 8.03e9, 0.01),
+    ("llama-3.1-70b", 70.6e9, 0.01),
+    ("llama-2-7b", 6.74e9, 0.01),
+    ("llama-2-13b", 13.0e9, 0.01),
+    ("llama-2-70b", 69.0e9, 0.01),
+    ("mixtral-8x22b", 141e9, 0.01),
 ]
 # Published active parameters per token (model cards; gpt-oss's 5.1B excludes the embedding).
 PUBLISHED_ACTIVE = [
@@ -35,6 +42,7 @@ PUBLISHED_ACTIVE = [
     ("qwen3-30b-a3b", 3.3e9, 0.02),
     ("qwen3-235b-a22b", 22e9, 0.02),
     ("deepseek-v3", 37e9, 0.02),
+    ("mixtral-8x22b", 39e9, 0.01),
 ]
 MOE_CONFIGS = {
     "mixtral": {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
