@@ -1,0 +1,110 @@
+"""`experiments.published_check`: calibration rows become the simulator runs they describe,
+rows it cannot express say why, and the report's errors and medians are computed as stated."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from experiments.published_check.express import express
+from experiments.published_check.predict import Prediction, build_workload, predict
+from experiments.published_check.report import rows_frame, summary_frame
+from experiments.published_check.row_spec import RowSpec, Unexpressed
+from experiments.published_check.sources import half_of, source_name
+
+TRT = "github:NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md @258c7540 (throughput)"
+ROW = {"id": "r1", "source": TRT, "model": "meta-llama/Llama-3.1-70B",
+       "precision": "fp8 (weights+activations; KV cache fp8)", "gpu": "H100-SXM-80GB",
+       "tp": "4", "dp": "1", "ep": "1", "input_len": "2048", "output_len": "128",
+       "num_prompts": "3000", "request_rate_or_concurrency": "inf",
+       "metric": "Output token throughput (whole system)", "value": "5480.03", "unit": "tok/s",
+       "caveat": ""}
+
+
+def test_a_fixed_length_throughput_row_becomes_its_run():
+    """Model, hardware, TP, dtypes, lengths, count and metric are read from the row."""
+    spec = express(ROW)
+    assert isinstance(spec, RowSpec)
+    assert spec.sim_args == {"model": "llama-3.1-70b", "hardware": "h100", "tp": 4, "ep_size": 1,
+                             "quantization": "fp8", "kv_cache_dtype": "fp8_e4m3"}
+    w = spec.workload
+    assert (w.num_prompts, w.input_len, w.output_len, math.isinf(w.rate)) == (3000, 2048, 128, True)
+    assert (spec.metric, spec.scale, spec.published, spec.source) == \
+        ("output_throughput", 1.0, 5480.03, "trt-v0.17")
+    assert spec.groups == ("offline throughput", "TP > 1", "fp8")
+
+
+def test_a_closed_loop_row_limits_running_requests_and_counts_its_rounds():
+    """conc=N: at most N running, all queued at t=0; "10 rounds x concurrency" prompts."""
+    row = {**ROW, "request_rate_or_concurrency": "conc=64",
+           "num_prompts": "n/s (10 rounds x concurrency)", "precision": "fp16"}
+    spec = express(row)
+    assert spec.sim_args["max_running_requests"] == 64 and spec.workload.num_prompts == 640
+    assert spec.sim_args["quantization"] == "none" and spec.sim_args["kv_cache_dtype"] == "auto"
+
+
+def test_a_closed_loop_ttft_runs_one_round_without_queueing():
+    """Mean first-token latency at conc=1: one request, so no queue wait counts."""
+    row = {**ROW, "request_rate_or_concurrency": "conc=1", "metric": "Mean first-token latency",
+           "unit": "ms", "num_prompts": "n/s (10 rounds x concurrency)"}
+    spec = express(row)
+    assert (spec.workload.num_prompts, spec.metric, spec.scale) == (1, "ttft_mean", 1e3)
+    assert "online TTFT" in spec.groups and spec.assumptions
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"precision": "nvfp4 (ModelOpt FP4 checkpoint)"}, "no fp4 dtype"),
+    ({"gpu": "MI300X-192GB"}, "not in the hardware catalogue"),
+    ({"tp": "8", "dp": "8"}, "attention data parallelism"),
+    ({"tp": "1", "dp": "8"}, "8 data-parallel replicas"),
+    ({"tp": "n/s"}, "parallel layout"),
+    ({"model": "nvidia/Llama-4-Maverick-17B-128E-Instruct-FP8"}, "Llama-4"),
+    ({"metric": "Output tokens/s per user at batch 1"}, "no simulator counterpart"),
+    ({"request_rate_or_concurrency": "server (target QPS not in the summary page)"}, "target-QPS"),
+    ({"input_len": "dataset:cnn-dailymail", "output_len": "dataset"}, "not published"),
+])
+def test_rows_the_simulator_cannot_run_say_why(change, reason):
+    """Each unsupported field gives an Unexpressed naming it, never a guess."""
+    out = express({**ROW, **change})
+    assert isinstance(out, Unexpressed) and reason in out.reason and out.row_id == "r1"
+
+
+def test_sources_get_short_names_and_fall_in_one_half_each():
+    """Every named source is in exactly one half of the split."""
+    from experiments.published_check.sources import HALVES, SOURCES
+
+    names = [name for _, name in SOURCES]
+    assert sorted(names) == sorted(HALVES["A"] + HALVES["B"])
+    assert source_name(TRT) == "trt-v0.17" and half_of("trt-v0.17") == "A"
+
+
+def test_errors_and_medians_are_signed_percentages_of_the_published_value():
+    """error = 100 (predicted - published) / published; medians over |error| and signed."""
+    specs = [express({**ROW, "id": f"r{i}", "value": "100"}) for i in range(3)]
+    preds = [Prediction(f"r{i}", p, 1.0) for i, p in enumerate((90.0, 110.0, 130.0))]
+    rows = rows_frame(specs, preds)
+    assert rows["error_pct"].tolist() == pytest.approx([-10.0, 10.0, 30.0])
+    overall = summary_frame(rows).set_index("set").loc["all"]
+    assert (overall["median_abs_error_pct"], overall["median_signed_error_pct"]) == (10.0, 10.0)
+
+
+def test_a_sharegpt_row_with_published_means_gets_those_means():
+    """mean=X lengths: the lognormal mix's medians are set so its means are close to X."""
+    spec = express({**ROW, "input_len": "mean=270 (derived)", "output_len": "mean=255 (derived)",
+                    "num_prompts": "3000"})
+    w = build_workload(spec.workload, vocab_size=32000)
+    prompts = [len(r.input_ids) for r in w]
+    outputs = [r.sampling_params.max_new_tokens for r in w]
+    assert sum(prompts) / len(prompts) == pytest.approx(270, rel=0.1)
+    assert sum(outputs) / len(outputs) == pytest.approx(255, rel=0.1)
+
+
+def test_predict_runs_the_simulator_in_the_published_unit():
+    """A one-request row runs end to end; its TTFT in ms is 1000x the run's duration in s."""
+    spec = express({**ROW, "model": "meta-llama/Llama-3.1-8B", "tp": "1", "output_len": "1",
+                    "request_rate_or_concurrency": "conc=1", "metric": "Mean first-token latency",
+                    "unit": "ms"})
+    pred = predict(spec)
+    assert pred.row_id == "r1" and 1.0 < pred.predicted < 1e3
+    assert pred.predicted == pytest.approx(pred.sim_seconds * 1e3, rel=0.5)
