@@ -43,8 +43,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     m.add_argument("--hardware", default="h100", help="catalogue key or hardware JSON path")
     m.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree")
     parallelism_arguments(m)
-    m.add_argument("--cost-model", default=None, metavar="JSON",
-                   help="calibrated cost model file (default: roofline)")
+    m.add_argument("--cost-model", default=None, metavar="NAME|JSON",
+                   help="roofline (default), kernel (kernel-level: GEMM shapes, NCCL "
+                        "alpha-beta, CPU time), or a calibrated cost model file")
     w = p.add_argument_group("workload")
     w.add_argument("--workload", choices=WORKLOADS, default="sharegpt")
     w.add_argument("--workload-file", default=None, metavar="JSONL",

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from shared.engine_config import EngineConfig, ModelInfo
+from shared.engine_config import DEFAULT_CUDA_GRAPH_MAX_BS, EngineConfig, ModelInfo
 from shared.hf_config import eos_token_ids
 from shared.run_result import SLO, RunResult
 from shared.scheduler import Scheduler
@@ -32,6 +32,8 @@ from sim.calibrated import CalibratedCostModel
 from sim.cost_model import CostModel, ZeroCostModel
 from sim.driver import drive_workload
 from sim.hardware import Hardware, get_hardware
+from sim.kernel_cost_model import KernelCostModel
+from sim.kernel_params import KernelParams
 from sim.model_shapes import (
     EMBEDDED_CONFIGS,
     ModelShape,
@@ -64,15 +66,18 @@ def simulate(workload: Workload, *, model: ModelSpec = "llama-3-8b",
              hardware: str | os.PathLike[str] = "h100", tp: int = 1, ep_size: int = 1,
              quantization: str | None = None, kv_cache_dtype: str = "auto",
              expert_zipf: float = 0.0, cost_model: CostModelSpec = None,
+             kernel_params: KernelParams | None = None,
              token_source: TokenSource | None = None, seed: int = 0, slo: SLO | None = None,
              progress: bool = False, **engine_args: Any) -> RunResult:
     """Serve `workload` and return its RunResult.
 
     `model`: an embedded key (`sim.model_shapes.EMBEDDED_CONFIGS`), a config.json path or a
-    config dict. `hardware`: a catalogue key or a hardware JSON path. `cost_model`: None (the
-    roofline of model, hardware and tp), a CostModel, or a calibrated-model JSON path.
+    config dict. `hardware`: a catalogue key or a hardware JSON path. `cost_model`: None or
+    "roofline" (the roofline of model, hardware and tp), "kernel" (`sim.kernel_cost_model`),
+    a CostModel, or a calibrated-model JSON path.
     `token_source`: None (SyntheticTokenSource(seed, vocab, eos)) or any TokenSource; its
-    `finished` is the driver's finished hook. `engine_args`: EngineConfig fields. `ep_size`,
+    `finished` is the driver's finished hook. `kernel_params`: the constants of the "kernel"
+    cost model (`sim.kernel_params`). `engine_args`: EngineConfig fields. `ep_size`,
     `quantization`, `kv_cache_dtype`, `expert_zipf`: see the module doc.
     Raises ValueError for unknown keys, bad parameters or an empty workload."""
     if not len(workload):
@@ -80,6 +85,7 @@ def simulate(workload: Workload, *, model: ModelSpec = "llama-3-8b",
     s = build_simulation(model=model, hardware=hardware, tp=tp, ep_size=ep_size,
                          quantization=quantization, kv_cache_dtype=kv_cache_dtype,
                          expert_zipf=expert_zipf, cost_model=cost_model,
+                         kernel_params=kernel_params,
                          token_source=token_source, seed=seed, **engine_args)
     trace = drive_workload(s.scheduler, s.runner, workload,
                            finished_hook=s.token_source.finished, progress=progress)
@@ -90,6 +96,7 @@ def build_simulation(*, model: ModelSpec = "llama-3-8b",
                      hardware: str | os.PathLike[str] = "h100", tp: int = 1, ep_size: int = 1,
                      quantization: str | None = None, kv_cache_dtype: str = "auto",
                      expert_zipf: float = 0.0, cost_model: CostModelSpec = None,
+                     kernel_params: KernelParams | None = None,
                      token_source: TokenSource | None = None, seed: int = 0,
                      **engine_args: Any) -> Simulation:
     """The scheduler, runner, token source and cost model `simulate` uses (same arguments)."""
@@ -101,7 +108,8 @@ def build_simulation(*, model: ModelSpec = "llama-3-8b",
     check_ep(ep_size, tp, shape)
     engine = engine_config(engine_args)
     info = model_info(config_json, shape)
-    cost = resolve_cost_model(cost_model, shape, hw, tp, ep_size, expert_zipf)
+    cost = resolve_cost_model(cost_model, shape, hw, tp, ep_size, expert_zipf,
+                              graph_batch_limit(engine), kernel_params)
     capacity = kv_capacity_tokens(shape, hw, tp, engine.max_total_tokens, ep_size=ep_size)
     scheduler = Scheduler(engine, info, kv_capacity=capacity)
     scheduler.trace.model_config = config_json
@@ -154,17 +162,34 @@ def engine_config(engine_args: Mapping[str, Any]) -> EngineConfig:
 
 
 def resolve_cost_model(cost_model: CostModelSpec, shape: ModelShape, hardware: Hardware,
-                       tp: int, ep_size: int = 1, expert_zipf: float = 0.0) -> CostModel:
-    if cost_model is None:
+                       tp: int, ep_size: int = 1, expert_zipf: float = 0.0,
+                       cuda_graph_max_bs: int | None = None,
+                       kernel_params: KernelParams | None = None) -> CostModel:
+    """None or "roofline": the roofline; "kernel": the kernel-level model
+    (`sim.kernel_cost_model`, with `kernel_params` or the defaults); a CostModel as it is;
+    a path: a calibrated model's JSON."""
+    if cost_model is None or cost_model == "roofline":
         return RooflineCostModel(shape, hardware, tp, ep_size=ep_size, expert_zipf=expert_zipf)
+    if cost_model == "kernel":
+        graphs = {} if cuda_graph_max_bs is None else {"cuda_graph_max_bs": cuda_graph_max_bs}
+        return KernelCostModel(shape, hardware, tp, ep_size, expert_zipf,
+                               kernel_params or KernelParams(), **graphs)
     if isinstance(cost_model, CostModel):
         return cost_model
     if isinstance(cost_model, (str, os.PathLike)):
         if not Path(cost_model).is_file():
-            raise ValueError(f"cost model file {os.fspath(cost_model)!r} does not exist")
+            raise ValueError(f"cost model file {os.fspath(cost_model)!r} does not exist "
+                             f"(name a calibrated-model JSON, 'roofline' or 'kernel')")
         return CalibratedCostModel.load(cost_model)
-    raise ValueError(f"cost_model must be None, a CostModel or a calibrated JSON path, "
-                     f"got {type(cost_model).__name__}")
+    raise ValueError(f"cost_model must be None, 'roofline', 'kernel', a CostModel or a "
+                     f"calibrated JSON path, got {type(cost_model).__name__}")
+
+
+def graph_batch_limit(engine: EngineConfig) -> int:
+    """The largest decode batch the engine replays as a CUDA graph (0: graphs disabled)."""
+    if engine.disable_cuda_graph:
+        return 0
+    return engine.cuda_graph_max_bs or DEFAULT_CUDA_GRAPH_MAX_BS
 
 
 def describe_cost_model(cost: CostModel) -> str:
@@ -173,6 +198,10 @@ def describe_cost_model(cost: CostModel) -> str:
         m, ep = cost.model_shape, f", ep={cost.ep_size}" if cost.ep_size > 1 else ""
         dtype = "" if m.weight_dtype == "bf16" else f", {m.weight_dtype}"
         return f"roofline({m.name}, {cost.hardware.key}, tp={cost.tp}{ep}{dtype})"
+    if isinstance(cost, KernelCostModel):
+        m, ep = cost.model_shape, f", ep={cost.ep_size}" if cost.ep_size > 1 else ""
+        dtype = "" if m.weight_dtype == "bf16" else f", {m.weight_dtype}"
+        return f"kernel({m.name}, {cost.hardware.key}, tp={cost.tp}{ep}{dtype})"
     if isinstance(cost, CalibratedCostModel):
         return f"calibrated({cost.source or 'unknown source'})"
     if isinstance(cost, ZeroCostModel):

@@ -5,6 +5,7 @@ published_check.express`; run by `experiments.published_check.predict`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,13 @@ class RowSpec:
     scale: float = 1.0
     groups: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = ()
+
+    def with_cost_model(self, cost_model: str, kernel_params: Any = None) -> RowSpec:
+        """This run on `cost_model` ("kernel" or "roofline"), the kernel model with
+        `kernel_params` (None: its defaults)."""
+        extra = {} if kernel_params is None else {"kernel_params": kernel_params}
+        return dataclasses.replace(self, sim_args={**self.sim_args, "cost_model": cost_model,
+                                                   **extra})
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,68 @@
+"""`ChipKernels`: what the kernel-level cost model (`sim.kernel_cost_model`) needs of a chip
+beyond the hardware catalogue's peaks: its SM count (tiles run in waves of it), the
+maximum achievable matmul FLOP/s at bf16 and fp8 (MAMF: the best of a shape sweep, which
+no real kernel beats), and the fraction of the bf16 peak a FlashAttention forward reaches on
+long sequences. Each number has its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_MAMF = ("stas00/ml-engineering compute/accelerator/README.md, 'Maximum Achievable Matmul "
+         "FLOPS comparison table' (mamf-finder.py shape sweeps)")
+_FA2 = ("FlashAttention-2 (Dao 2023, arXiv 2307.08691): forward reaches up to 73% of A100's "
+        "peak at long sequences")
+_FA3 = ("FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608): up to 740 TFLOP/s bf16 on "
+        "H100, 75% of peak")
+
+
+@dataclass(frozen=True)
+class ChipKernels:
+    key: str
+    num_sms: int
+    mamf_bf16: float          # FLOP/s
+    mamf_fp8: float | None    # FLOP/s; None: no fp8 tensor cores
+    attention_fraction: float  # FlashAttention forward FLOP/s / bf16 peak, long sequences
+    sources: tuple[tuple[str, str], ...]
+
+    def mamf(self, dtype: str) -> float | None:
+        """The achievable matmul FLOP/s of a GEMM in `dtype` ("fp8" or the 16-bit ones)."""
+        return self.mamf_fp8 if dtype == "fp8" else self.mamf_bf16
+
+
+CHIP_KERNELS = {c.key: c for c in (
+    ChipKernels("a100-80g", 108, 271.2e12, None, 0.73, (
+        ("num_sms", "NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs (SXM4)"),
+        ("mamf_bf16", f"A100 SXM 271.2 TFLOP/s bf16: {_MAMF}"),
+        ("attention_fraction", _FA2))),
+    ChipKernels("h100", 132, 794.5e12, 1402.6e12, 0.75, (
+        ("num_sms", "NVIDIA H100 Tensor Core GPU Architecture whitepaper: 132 SMs (SXM5)"),
+        ("mamf_bf16", f"H100 SXM 794.5 TFLOP/s bf16: {_MAMF}"),
+        ("mamf_fp8", f"H100 SXM 1402.6 TFLOP/s fp8 e4m3: {_MAMF}"),
+        ("attention_fraction", _FA3))),
+    ChipKernels("h200", 132, 794.5e12, 1453.4e12, 0.75, (
+        ("num_sms", "same GH100 SXM configuration as H100: 132 SMs"),
+        ("mamf_bf16", f"'H200 is the same' as H100 SXM's 794.5 TFLOP/s bf16: {_MAMF}"),
+        ("mamf_fp8", f"H200 SXM 1453.4 TFLOP/s fp8 e4m3: {_MAMF}"),
+        ("attention_fraction", f"same die as H100: {_FA3}"))),
+    ChipKernels("b200", 148, 1745e12, 3432.5e12, 0.75, (
+        ("num_sms", "148 SMs over two dies (FlashAttention-4 and CUTLASS Blackwell kernels "
+                    "size their persistent grids to 148 CTAs)"),
+        ("mamf_bf16", f"B200 SXM 1745.0 TFLOP/s bf16: {_MAMF}"),
+        ("mamf_fp8", f"B200 SXM 3432.5 TFLOP/s fp8 e4m3: {_MAMF}"),
+        ("attention_fraction", f"assumption: Hopper's fraction ({_FA3}); no B200 figure"))),
+    ChipKernels("910b", 24, 0.38 * 354e12, None, 0.38, (
+        ("num_sms", "LOW CONFIDENCE: 24 AI Cores (Ascend 910B2, vendor briefings)"),
+        ("mamf_bf16", "LOW CONFIDENCE assumption: the catalogue's compute efficiency (0.38) "
+                      "x the bf16 peak; no published matmul sweep"),
+        ("attention_fraction", "LOW CONFIDENCE assumption: the catalogue's compute efficiency"))),
+)}
+
+
+def chip_kernels(key: str) -> ChipKernels:
+    """The entry for a hardware key; ValueError listing the known keys otherwise."""
+    if key not in CHIP_KERNELS:
+        raise ValueError(f"the kernel cost model has no entry for hardware {key!r} "
+                         f"(known: {', '.join(CHIP_KERNELS)}); use the roofline cost model")
+    return CHIP_KERNELS[key]

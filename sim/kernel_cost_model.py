@@ -1,0 +1,94 @@
+"""`KernelCostModel`: price a forward kernel by kernel, from shapes, on one of tp GPUs.
+
+- linear: every projection is a GEMM at its own shape (`sim.layer_gemms`), timed with tile
+  and wave quantization against the chip's achievable matmul rate, or its weight and
+  activation traffic, plus a kernel latency (`sim.gemm_time`); the elementwise kernels of a
+  layer (norms, rotary, activation) move the activations twice each.
+- attention: decode reads each request's KV (bytes / memory rate) or computes its pairs;
+  extends run FlashAttention at the chip's attention fraction of peak, over query tiles of
+  128 per head in waves of the SMs.
+- lm_head: the pruned rows' GEMM against the vocabulary shard, then the logits all-gather.
+- allreduce: two per layer (one in a sparse layer under ep > 1), NCCL's alpha-beta model.
+- experts / alltoall: a sparse layer's routed experts as one grouped GEMM over the distinct
+  experts on the busiest EP rank (`sim.expert_routing`), and the dispatch and combine.
+- overhead (CPU): scheduling per step and per request, and the launch of the forward: one
+  CUDA graph replay for decode batches up to `cuda_graph_max_bs`, else each kernel launched
+  eagerly; launches overlap the device, so only the launch time beyond it is added.
+
+Step time = device + overhead, or under the overlap schedule max(device, overhead)
+(`StepCost.time`). Chip constants: `sim.chip_kernels`; the rest: `sim.kernel_params`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shared.engine_config import DEFAULT_CUDA_GRAPH_MAX_BS
+from sim.batch_shape import BatchShape
+from sim.chip_kernels import chip_kernels
+from sim.cost_model import CostModel, StepCost
+from sim.forward_kernels import ForwardKernels
+from sim.hardware import Hardware
+from sim.kernel_params import KernelParams
+from sim.model_shape import ModelShape
+from sim.parallelism import check_ep, check_tp
+
+
+@dataclass(frozen=True)
+class KernelCostModel(CostModel):
+    model_shape: ModelShape
+    hardware: Hardware
+    tp: int = 1
+    ep_size: int = 1
+    expert_zipf: float = 0.0
+    params: KernelParams = field(default_factory=KernelParams)
+    cuda_graph_max_bs: int = DEFAULT_CUDA_GRAPH_MAX_BS
+    _kernels: ForwardKernels = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_tp(self.tp, self.model_shape)
+        check_ep(self.ep_size, self.tp, self.model_shape)
+        object.__setattr__(self, "_kernels", ForwardKernels(
+            self.model_shape, self.hardware, chip_kernels(self.hardware.key), self.params,
+            self.tp, self.ep_size, self.expert_zipf))
+
+    def step_cost(self, shape: BatchShape) -> StepCost:
+        if shape.rows == 0:
+            return StepCost(overhead=self.params.cpu_per_step)
+        k, decode = self._kernels, shape.forward_mode.is_decode_or_idle()
+        fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode)
+        linear = fixed.linear + (0.0 if decode else k.kv_up(shape.kv_tokens))
+        attention = (k.decode_attention(shape.kv_tokens) if decode
+                     else k.extend_attention(shape.extend_lens, shape.attention_pairs,
+                                             shape.kv_tokens))
+        cost = StepCost(linear=linear, attention=attention, lm_head=fixed.lm_head,
+                        allreduce=fixed.allreduce, experts=fixed.experts, alltoall=fixed.alltoall)
+        return cost._replace(overhead=self._overhead(shape.batch_size, shape.rows, decode,
+                                                     cost.device))
+
+    def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int,
+                          overlap: bool = False) -> Iterator[float]:
+        """step_time(BatchShape.decode(seq_lens + j, padded), overlap), j = 0, 1, ...: the
+        same float operations as step_cost, the fixed parts computed once."""
+        b, rows = len(seq_lens), padded_batch_size
+        if rows == 0:
+            while True:
+                yield self.params.cpu_per_step
+        k = self._kernels
+        fixed = k.fixed(rows, rows, True)
+        kv = int(np.add.reduce(seq_lens)) + rows - b
+        while True:
+            cost = StepCost(linear=fixed.linear, attention=k.decode_attention(kv),
+                            lm_head=fixed.lm_head, allreduce=fixed.allreduce,
+                            experts=fixed.experts, alltoall=fixed.alltoall)
+            yield cost._replace(overhead=self._overhead(b, rows, True, cost.device)).time(overlap)
+            kv += b
+
+    def _overhead(self, batch_size: int, rows: int, decode: bool, device: float) -> float:
+        p = self.params
+        graph = decode and rows <= self.cuda_graph_max_bs
+        launch = p.graph_replay if graph else p.launch_per_kernel * self._kernels.kernel_count
+        return p.cpu_per_step + p.cpu_per_request * batch_size + max(0.0, launch - device)

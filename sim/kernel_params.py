@@ -1,0 +1,45 @@
+"""`KernelParams`: the kernel cost model's constants that hold across chips (device time of a
+kernel beyond its work, the fraction of datasheet memory bandwidth streaming kernels reach,
+the CPU's time per step, per request and per launch). Each default says where it comes
+from: a microbenchmark figure, or one fit across the whole calibration set
+(`python -m experiments.published_check --fit`), never a single published row.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class KernelParams:
+    memory_efficiency: float = 0.85     # achieved / datasheet HBM bandwidth, streaming kernels
+    kernel_latency: float = 2.5e-6      # device seconds a kernel takes beyond its work
+    elementwise_kernels: int = 4        # per layer: 2 RMSNorms (+residual), rotary, activation
+    cpu_per_step: float = 60e-6         # scheduling, batch building and sampling, per step
+    cpu_per_request: float = 3e-6       # per request in the batch, per step
+    launch_per_kernel: float = 4e-6     # CPU seconds to launch one kernel eagerly
+    graph_replay: float = 15e-6         # CPU seconds to replay a captured CUDA graph
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value < 0:
+                raise ValueError(f"KernelParams.{f.name} must be a finite number >= 0, got {value!r}")
+        if not 0 < self.memory_efficiency <= 1:
+            raise ValueError(f"KernelParams.memory_efficiency must be in (0, 1], "
+                             f"got {self.memory_efficiency!r}")
+
+
+SOURCES = {
+    "memory_efficiency": "assumption pending the calibration-set fit: streaming kernels reach "
+                         "~85-90% of HBM datasheet bandwidth",
+    "kernel_latency": "assumption pending the calibration-set fit: a few microseconds of "
+                      "ramp-up and tail per kernel",
+    "elementwise_kernels": "SGLang's Llama layer: fused add+RMSNorm twice, rotary, SiLU-and-mul",
+    "cpu_per_step": "assumption pending the calibration-set fit",
+    "cpu_per_request": "assumption pending the calibration-set fit",
+    "launch_per_kernel": "assumption: a CUDA kernel launch costs the CPU ~4 us",
+    "graph_replay": "assumption: replaying a captured CUDA graph costs the CPU ~15 us",
+}

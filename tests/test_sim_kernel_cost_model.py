@@ -1,0 +1,130 @@
+"""The kernel-level cost model's terms: GEMM tile and wave quantization, NCCL's alpha-beta
+collectives, per-layer GEMM shapes, and CPU time with and without the overlap schedule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.batch_shape import BatchShape
+from sim.collectives import allgather_time, allreduce_time
+from sim.gemm_time import GemmChip, gemm_efficiency, gemm_time
+from sim.hardware import get_hardware
+from sim.kernel_cost_model import KernelCostModel
+from sim.kernel_params import KernelParams
+from sim.layer_gemms import forward_gemms
+from sim.model_shapes import get_model_shape
+
+CHIP = GemmChip(num_sms=4, mamf=1e12, memory_rate=1e18, kernel_latency=0.0)
+
+
+def test_a_grid_of_whole_waves_runs_at_the_achievable_matmul_rate():
+    """256 x 512 in 128 x 128 tiles is 8 tiles: two full waves of 4 SMs, MAMF exactly."""
+    assert gemm_efficiency(CHIP, 256, 512, 8192) == pytest.approx(1.0)
+
+
+def test_a_partial_last_wave_loses_its_idle_sms():
+    """n = 640: 10 tiles in 3 waves of 4 (the best tile); 10 of 12 slots do work."""
+    assert gemm_efficiency(CHIP, 256, 640, 8192) == pytest.approx(10 / 12)
+
+
+def test_tile_padding_of_a_small_m_is_lost_compute():
+    """m = 100 pads to a 128-row tile: 100/128 of the compute is useful."""
+    assert gemm_efficiency(CHIP, 100, 512, 8192) == pytest.approx(100 / 128)
+
+
+def test_a_grid_smaller_than_the_sms_splits_k_to_fill_them():
+    """One 128 x 128 tile on 4 SMs splits K four ways (4 units, one wave) instead of 1 of 4."""
+    t = gemm_time(CHIP, 128, 128, 8192, 2, 2)
+    assert t.compute == pytest.approx(2 * 128 * 128 * 8192 / 1e12)
+
+
+def test_a_decode_gemm_is_bound_by_its_weight_bytes_plus_latency():
+    """Four rows through a 4096 x 4096 bf16 weight: time = bytes / memory rate + latency."""
+    chip = GemmChip(num_sms=132, mamf=800e12, memory_rate=3e12, kernel_latency=2e-6)
+    t = gemm_time(chip, 4, 4096, 4096, 2, 2)
+    bytes_moved = 4096 * 4096 * 2 + 4 * 4096 * 2 * 2
+    assert t.memory > t.compute and t.total == pytest.approx(bytes_moved / 3e12 + 2e-6)
+
+
+def test_a_small_all_reduce_costs_nccl_latency_not_bandwidth():
+    """8 ranks, 16 KB: the LL ring, 3.6 us + 14 hops x 0.47 us, plus its small transfer."""
+    c = allreduce_time(16e3, 8, 337.5e9)
+    assert c.latency == pytest.approx((3.6 + 14 * 0.47) * 1e-6)
+    assert c.transfer == pytest.approx(16e3 / (337.5e9 / 4 * 8 / 14))
+
+
+def test_a_large_all_reduce_runs_at_ring_bandwidth():
+    """8 ranks, 256 MB: Simple ring, 2 (n-1)/n of the bytes over the bus bandwidth."""
+    c = allreduce_time(256e6, 8, 337.5e9)
+    assert c.transfer == pytest.approx(256e6 * 14 / 8 / 337.5e9)
+    assert c.latency == pytest.approx((8.4 + 14 * 3.4) * 1e-6)
+
+
+def test_collectives_on_one_rank_cost_nothing():
+    """tp = 1 has no all-reduce or all-gather."""
+    assert allreduce_time(1e6, 1, 1e9).total == allgather_time(1e6, 1, 1e9).total == 0.0
+
+
+def test_forward_gemms_hold_exactly_the_shared_linear_weights():
+    """The GEMMs' weights on one of two ranks, summed over layers, are the shape's shared
+    linear parameters / 2, the MoE router replicated; at tp 1 MLA's too (absorbed kv_b)."""
+    for key in ("llama-3-8b", "mixtral-8x7b", "qwen3-30b-a3b"):
+        m = get_model_shape(key)
+        router = m.num_sparse_layers * (m.moe.num_experts if m.moe else 0) * m.hidden_size
+        per_rank = sum(x.n * x.k * x.count for x in forward_gemms(m, 2).rows)
+        assert per_rank == (m.shared_linear_params - router) / 2 + router, key
+    m = get_model_shape("deepseek-v3")
+    g = forward_gemms(m, 1)
+    assert sum(x.n * x.k * x.count for x in g.rows + g.decode_rows) == m.shared_linear_params
+
+
+def _model(**params) -> KernelCostModel:
+    return KernelCostModel(get_model_shape("llama-3-8b"), get_hardware("h100"), 1,
+                           params=KernelParams(**params))
+
+
+def test_cpu_time_is_hidden_under_overlap_and_added_without_it():
+    """A decode step costs device + CPU, or max(device, CPU) under the overlap schedule."""
+    cost = _model(cpu_per_step=1e-3).step_cost(BatchShape.decode(np.full(8, 100), 8))
+    assert cost.overhead == pytest.approx(1e-3 + 8 * 3e-6)
+    assert cost.time(overlap=False) == pytest.approx(cost.device + cost.overhead)
+    assert cost.time(overlap=True) == pytest.approx(max(cost.device, cost.overhead))
+
+
+def test_an_eager_step_pays_the_launches_the_device_does_not_hide():
+    """Above cuda_graph_max_bs each kernel is launched: launch time beyond the device's counts."""
+    m = KernelCostModel(get_model_shape("llama-3-8b"), get_hardware("h100"), 1,
+                        params=KernelParams(launch_per_kernel=1e-3), cuda_graph_max_bs=4)
+    graph = m.step_cost(BatchShape.decode(np.full(4, 100), 4))
+    eager = m.step_cost(BatchShape.decode(np.full(8, 100), 8))
+    p = KernelParams()
+    assert graph.overhead == pytest.approx(p.cpu_per_step + 4 * p.cpu_per_request)
+    launches = 1e-3 * m._kernels.kernel_count
+    assert eager.overhead == pytest.approx(p.cpu_per_step + 8 * p.cpu_per_request
+                                           + launches - eager.device)
+
+
+def test_decode_step_times_equal_step_time_of_each_step():
+    """The decode-run fast path gives the floats step_time gives step by step."""
+    m = _model()
+    seq = np.array([10, 200, 3000])
+    times = m.decode_step_times(seq, 4, overlap=True)
+    for j in range(3):
+        assert next(times) == m.step_time(BatchShape.decode(seq + j, 4), overlap=True)
+
+
+def test_a_long_prefill_approaches_the_chips_matmul_rate():
+    """8B, 4096-token prefill on H100: linear FLOPs within 10% of the MAMF rate's time."""
+    m = _model(kernel_latency=0.0)
+    cost = m.step_cost(BatchShape.build("EXTEND", [4096], [0], 1))
+    ideal = 4096 * get_model_shape("llama-3-8b").linear_flops_per_token / 794.5e12
+    assert ideal <= cost.linear <= 1.1 * ideal
+
+
+def test_unknown_hardware_is_refused_naming_the_known_keys(tmp_path):
+    """A hardware entry without kernel constants: one error naming it and the known ones."""
+    path = tmp_path / "hw.json"
+    path.write_text('{"my-gpu": {"base": "h100"}}')
+    with pytest.raises(ValueError, match="'my-gpu'.*known: a100-80g"):
+        KernelCostModel(get_model_shape("llama-3-8b"), get_hardware(path), 1)
