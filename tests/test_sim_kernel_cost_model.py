@@ -126,5 +126,5 @@ def test_unknown_hardware_is_refused_naming_the_known_keys(tmp_path):
     """A hardware entry without kernel constants: one error naming it and the known ones."""
     path = tmp_path / "hw.json"
     path.write_text('{"my-gpu": {"base": "h100"}}')
-    with pytest.raises(ValueError, match="'my-gpu'.*known: a100-80g"):
+    with pytest.raises(ValueError, match=r"'my-gpu'.*known: a100-80g"):
         KernelCostModel(get_model_shape("llama-3-8b"), get_hardware(path), 1)
