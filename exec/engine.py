@@ -24,9 +24,11 @@ from exec.generate_output import GenerateOutput
 from exec.kv_capacity import check_kv_fits, default_kv_capacity
 from exec.logprob_collector import LogprobCollector
 from exec.model_files import load_model, open_model
-from exec.model_runner import TorchModelRunner
 from exec.output_tracker import OutputTracker, StreamOutput
 from exec.overlap_worker import OverlapWorker
+from exec.tp_group import TPGroup
+from exec.tp_model_runner import runner_class
+from exec.tp_worker import check_tp_model
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.forward_batch import ForwardBatch
 from shared.invalid_request import InvalidRequestError
@@ -52,11 +54,15 @@ class Engine:
     `random_seed` seeds requests that bring no `sampling_seed` (request k of the engine's
     life gets random_seed * 1_000_003 + k). Without `max_total_tokens` the KV pool takes a
     fraction of free memory (`exec.kv_capacity.default_kv_capacity`); a `max_total_tokens`
-    whose pool cannot be allocated is refused before anything is (`check_kv_fits`)."""
+    whose pool cannot be allocated is refused before anything is (`check_kv_fits`).
+    `tp_group` (world > 1): this engine is rank 0 of a tensor-parallel world, the other
+    ranks following its forwards (`exec.tp_worker.launch` starts them all)."""
 
     def __init__(self, model: str | Path | None = None, *, device: str = "cpu",
                  dtype: str = "float32", torch_compile: bool = False, torch_compile_max_bs: int = 32,
-                 **engine_args: Any) -> None:
+                 tp_group: TPGroup | None = None, **engine_args: Any) -> None:
+        if tp_group is not None and tp_group.world_size > 1:
+            check_tp_model(model, tp_group.world_size)  # NOTE: before anything is loaded
         opened = open_model(model, device=device, dtype=dtype)
         self.model_config, self.tokenizer = opened.config, opened.tokenizer
         self.chat_template, self._opened = opened.chat_template, opened
@@ -71,7 +77,8 @@ class Engine:
             check_kv_fits(opened.config, device, dtype, config.max_total_tokens, config.page_size)
         capacity = None if config.max_total_tokens else default_kv_capacity(opened.config, device, dtype)
         self.scheduler = Scheduler(config, self.model_info, kv_capacity=capacity)
-        self.runner = TorchModelRunner(opened.model, self.scheduler.config, self.model_info,
+        runner_for_ranks = runner_class(tp_group)  # TorchModelRunner, or rank 0's of TP
+        self.runner = runner_for_ranks(opened.model, self.scheduler.config, self.model_info,
                                        device=device, dtype=dtype, torch_compile=torch_compile,
                                        torch_compile_max_bs=torch_compile_max_bs)
         self.trace.model_config = opened.config.raw

@@ -59,8 +59,7 @@ class TorchModelRunner:
                           stacklevel=3)
         self.model.prepare_for_inference(column_major=self.cpu and self.dtype == torch.float32,
                                          pack=pack)
-        self.kv_pool = make_kv_pool(model.config, self.config.max_total_tokens, self.config.page_size,
-                                    kv_dtype, self.device)
+        self.kv_pool = self.new_kv_pool(model.config, kv_dtype)
         self.copy_to_static = copy_to_static
         capacity = self.config.max_forward_tokens()
         self._static = {name: torch.zeros(capacity, dtype=torch.int64, device=self.device)
@@ -97,7 +96,7 @@ class TorchModelRunner:
         model = self.compiled if self._compiled_step(fb) else self.model
         hidden = model(self._tensor(fb, "input_ids"), self._tensor(fb, "positions"),
                        self.torch_batch(fb))                             # [T, H]
-        out = process_logits(self.model.compute_logits, hidden, fb)
+        out = process_logits(self.compute_logits, hidden, fb)
         return RunnerOutput(fb.logit_rows, tuple(out.next_token_logits.shape),
                             out.next_token_logits, out.input_token_logprobs, out.input_top_logprobs,
                             graph=False, padded_batch_size=fb.batch_size)
@@ -112,6 +111,15 @@ class TorchModelRunner:
         self.last_sample = sample(output.logits, fb.sampling_params, fb.output_ids,
                                   fb.sampling_seeds, positions, self.model_info.eos_token_ids)
         return self.last_sample.next_token_ids.cpu().numpy()
+
+    def new_kv_pool(self, config, kv_dtype: torch.dtype):
+        """The KV pool of `config` (`exec.tp_model_runner` keeps one rank's heads)."""
+        return make_kv_pool(config, self.config.max_total_tokens, self.config.page_size,
+                            kv_dtype, self.device)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [R, H] -> float32 logits [R, V] (`exec.tp_model_runner` gathers shards)."""
+        return self.model.compute_logits(hidden)
 
     def torch_batch(self, fb: ForwardBatch) -> TorchBatch:
         if fb.forward_mode.is_decode():

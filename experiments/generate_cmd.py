@@ -29,6 +29,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="torch threads (default: torch's own choice)")
     p.add_argument("--max-total-tokens", type=positive_int, default=None,
                    help="KV capacity in tokens (default: sized to the device's memory)")
+    p.add_argument("--tp", type=positive_int, default=1,
+                   help="tensor-parallel ranks, one process each (gloo on CPU, NCCL on CUDA); "
+                        "under torchrun, its --nproc-per-node")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,7 +46,15 @@ def run(args: argparse.Namespace) -> int:
     params = {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
               "top_p": args.top_p, "top_k": args.top_k, "sampling_seed": args.seed, "stop": args.stop}
     capacity = {} if args.max_total_tokens is None else {"max_total_tokens": args.max_total_tokens}
+    if args.tp > 1 or _under_torchrun():
+        return _run_tp(args, params, {"device": args.device, "dtype": args.dtype, **capacity})
     engine = Engine(args.model, device=args.device, dtype=args.dtype, **capacity)
+    _generate(engine, args, params)
+    return 0
+
+
+def _generate(engine, args: argparse.Namespace, params: dict) -> None:
+    """Generate, print, save the trace (in the one process, or on rank 0 of --tp)."""
     if args.stream:
         _print_stream(engine.generate(args.prompts, params, chat=args.chat, stream=True), len(args.prompts))
     else:
@@ -51,6 +62,27 @@ def run(args: argparse.Namespace) -> int:
             _print_output(i, len(args.prompts), out.text, out.token_ids, out.finish_reason)
     if args.trace:
         engine.trace.save(args.trace)
+
+
+def _under_torchrun() -> bool:
+    from exec.tp_launch import torchrun_world
+
+    return torchrun_world()
+
+
+def _run_tp(args: argparse.Namespace, params: dict, engine_args: dict) -> int:
+    """--tp N: rank 0 runs `_generate`, the other ranks follow it (`exec.tp_worker`)."""
+    from exec.tp_launch import TPStartError
+    from exec.tp_worker import TPJob, launch
+
+    # NOTE: the job is pickled to the rank processes: only what `_generate` reads
+    plain = argparse.Namespace(prompts=args.prompts, chat=args.chat, stream=args.stream,
+                               trace=args.trace)
+    job = TPJob(args.model, _generate, (plain, params), engine_args, threads=args.threads)
+    try:
+        launch(args.tp, job)
+    except TPStartError as e:
+        raise ValueError(f"--tp {args.tp}: {e}") from None
     return 0
 
 

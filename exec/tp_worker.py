@@ -1,0 +1,120 @@
+"""Running the Engine over `--tp N` ranks (SGLang's layout): rank 0 builds the Engine and its
+scheduler and runs the job's `main(engine, *main_args)`; every other rank loads its shard
+and follows rank 0's forwards until the stop message.
+
+    launch(2, TPJob(folder, main=print_outputs, main_args=(prompts,), engine_args={...}))
+
+`launch` checks the model against tp_size first (`check_tp_model`: ValueError naming
+tp_size, before anything is loaded or started), then joins torchrun's world when torchrun
+started this process, or spawns the ranks (`exec.tp_launch.spawn`). `main` and its
+arguments travel to the rank processes, so they must pickle (a module-level function).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from exec.model_config import ModelConfig
+from exec.model_files import check_model_path, default_model_path, open_model
+from exec.models.tp_shard import check_tp_size
+from exec.torch_device import checked_device
+from exec.tp_group import TPGroup
+from exec.tp_launch import init_torchrun, spawn, torchrun_world
+from exec.tp_model_runner import STOP, TPModelRunner
+
+
+@dataclass(frozen=True)
+class TPJob:
+    model: str | Path | None                 # a checkpoint folder or .gguf (None: the default)
+    main: Callable[..., Any]                 # main(engine, *main_args), on rank 0
+    main_args: tuple[Any, ...] = ()
+    engine_args: dict[str, Any] = field(default_factory=dict)  # Engine's keywords
+    threads: int | None = None               # torch threads per rank (None: cores / ranks)
+
+
+def launch(tp_size: int, job: TPJob) -> None:
+    """Run `job` on `tp_size` ranks; returns when every rank has exited."""
+    check_tp_model(job.model, tp_size)
+    device = job.engine_args.get("device", "cpu")
+    checked_device(device)
+    if not torchrun_world():
+        spawn(tp_size, run_rank, job, device=device)
+        return
+    if int(os.environ["WORLD_SIZE"]) != tp_size:
+        raise ValueError(f"tp_size (--tp) {tp_size}, but torchrun started "
+                         f"{os.environ['WORLD_SIZE']} ranks (--nproc-per-node)")
+    group = init_torchrun(device)
+    try:
+        run_rank(group, job)
+    finally:
+        dist.destroy_process_group()
+
+
+def check_tp_model(path: str | Path | None, tp_size: int) -> None:
+    """ValueError naming tp_size when the model at `path` cannot be split over tp_size ranks;
+    reads its config only."""
+    check_tp_size(model_config_at(path), tp_size)
+
+
+def model_config_at(path: str | Path | None) -> ModelConfig:
+    """The config of a checkpoint folder or a .gguf file (its header), no weights read."""
+    path = default_model_path() if path is None else Path(path)
+    check_model_path(path)
+    if path.suffix != ".gguf":
+        return ModelConfig.from_file(path)
+    # NOTE: the GGUF loader's own header reader (the metadata load_gguf builds its config from).
+    from exec.gguf_loader import Metadata, _open, gguf_config_dict
+
+    reader = _open(path)
+    return ModelConfig.from_dict(gguf_config_dict(Metadata(reader, path),
+                                                  {t.name: t for t in reader.tensors}))
+
+
+def run_rank(group: TPGroup, job: TPJob) -> None:
+    """One rank's part: lead (rank 0) or follow."""
+    torch.set_num_threads(job.threads or max(1, torch.get_num_threads() // group.world_size))
+    job = dataclasses.replace(job, engine_args={**job.engine_args, "device": _rank_device(job, group)})
+    if group.is_first:
+        lead(group, job)
+    else:
+        follow(group, job)
+
+
+def lead(group: TPGroup, job: TPJob) -> None:
+    """Rank 0: the Engine (scheduler, sampling) and the job; the followers stop after it."""
+    from exec.engine import Engine
+
+    engine = Engine(job.model, tp_group=group, **job.engine_args)
+    try:
+        job.main(engine, *job.main_args)
+    finally:
+        if isinstance(engine.runner, TPModelRunner):  # NOTE: a torchrun world of one has none
+            engine.runner.close()
+
+
+def follow(group: TPGroup, job: TPJob) -> None:
+    """A follower rank: load and shard the model, then run each broadcast ForwardBatch."""
+    check_tp_model(job.model, group.world_size)
+    args = job.engine_args
+    model = open_model(job.model, device=args["device"], dtype=args.get("dtype", "float32")).model
+    runner = TPModelRunner.follower(model, group)
+    while (fb := group.broadcast(None)) is not STOP:
+        runner.forward(fb)
+
+
+def _rank_device(job: TPJob, group: TPGroup) -> str:
+    """CUDA: one device per rank (torchrun's LOCAL_RANK, else the rank); others unchanged."""
+    device = torch.device(job.engine_args.get("device", "cpu"))
+    if device.type != "cuda" or device.index is not None:
+        return str(device)
+    local = int(os.environ.get("LOCAL_RANK", group.rank))
+    torch.cuda.set_device(local)
+    return f"cuda:{local}"
