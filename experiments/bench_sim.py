@@ -11,9 +11,10 @@ of an unchanged batch up to the next event applied at once, `shared.decode_run`)
 step-by-step loop (`drive_workload(..., decode_runs=False)`); both give the same trace, and
 the report gives their ratio and how many steps the runs covered.
 
-It does so for three engine configurations, the default and two common flags
-(`disable_radix_cache`, `enable_mixed_chunk`), repeats interleaved across them, and gives
-each one's wall time against the default's; `--engine-args` adds one of your own.
+It does so for four configurations, the default, two common flags (`disable_radix_cache`,
+`enable_mixed_chunk`) and the kernel-level cost model (`--cost-model kernel`) against the
+default roofline, repeats interleaved across them, and gives each one's wall time against
+the default's; `--engine-args` adds one of your own.
 
     python -m experiments.bench_sim [--num-requests 1000] [--repeats 3] [--profile]
         [--engine-args page_size=16,chunked_prefill_size=2048]
@@ -42,7 +43,8 @@ from sim.simulate import build_simulation
 
 BAR_SPEEDUP = 200.0
 ENGINE_CONFIGS = {"default": {}, "disable_radix_cache": {"disable_radix_cache": True},
-                  "enable_mixed_chunk": {"enable_mixed_chunk": True}}
+                  "enable_mixed_chunk": {"enable_mixed_chunk": True},
+                  "kernel_cost_model": {"cost_model": "kernel"}}
 
 
 @dataclass(frozen=True)

@@ -109,9 +109,10 @@ def test_decode_step_times_equal_step_time_of_each_step():
     """The decode-run fast path gives the floats step_time gives step by step."""
     m = _model()
     seq = np.array([10, 200, 3000])
-    times = m.decode_step_times(seq, 4, overlap=True)
-    for j in range(3):
-        assert next(times) == m.step_time(BatchShape.decode(seq + j, 4), overlap=True)
+    for overlap in (True, False):
+        times = m.decode_step_times(seq, 4, overlap=overlap)
+        for j in range(3):
+            assert next(times) == m.step_time(BatchShape.decode(seq + j, 4), overlap=overlap)
 
 
 def test_a_long_prefill_approaches_the_chips_matmul_rate():
