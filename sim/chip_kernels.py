@@ -22,7 +22,8 @@ class ChipKernels:
     key: str
     num_sms: int
     mamf_bf16: float          # FLOP/s
-    mamf_fp8: float | None    # FLOP/s; None: no fp8 tensor cores
+    mamf_fp8: float | None    # FLOP/s; None: no fp8 tensor cores, or no measurement (fp8
+                              # GEMMs then priced at the bf16 MAMF)
     attention_fraction: float  # FlashAttention forward FLOP/s / bf16 peak, long sequences
     sources: tuple[tuple[str, str], ...]
 
@@ -52,6 +53,13 @@ CHIP_KERNELS = {c.key: c for c in (
         ("mamf_bf16", f"B200 SXM 1745.0 TFLOP/s bf16: {_MAMF}"),
         ("mamf_fp8", f"B200 SXM 3432.5 TFLOP/s fp8 e4m3: {_MAMF}"),
         ("attention_fraction", f"assumption: Hopper's fraction ({_FA3}); no B200 figure"))),
+    ChipKernels("mi300x", 304, 668.4e12, None, 0.51, (
+        ("num_sms", "AMD Instinct MI300X data sheet: 304 compute units"),
+        ("mamf_bf16", f"MI300X 668.4 TFLOP/s bf16 (ROCm 6.3, TunableOp): {_MAMF}"),
+        ("mamf_fp8", f"none measured ({_MAMF} has an empty MI300X fp8 row): fp8 GEMMs are "
+                     "priced at the bf16 MAMF"),
+        ("attention_fraction", "assumption: the chip's bf16 MAMF fraction (0.51); no published "
+                               "FlashAttention figure"))),
     ChipKernels("910b", 24, 0.38 * 354e12, None, 0.38, (
         ("num_sms", "LOW CONFIDENCE: 24 AI Cores (Ascend 910B2, vendor briefings)"),
         ("mamf_bf16", "LOW CONFIDENCE assumption: the catalogue's compute efficiency (0.38) "

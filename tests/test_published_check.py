@@ -55,7 +55,7 @@ def test_a_closed_loop_ttft_runs_one_round_without_queueing():
 
 @pytest.mark.parametrize(("change", "reason"), [
     ({"precision": "nvfp4 (ModelOpt FP4 checkpoint)"}, "no fp4 dtype"),
-    ({"gpu": "MI300X-192GB"}, "not in the hardware catalogue"),
+    ({"gpu": "Intel Gaudi 3"}, "not in the hardware catalogue"),
     ({"tp": "8", "dp": "8"}, "attention data parallelism"),
     ({"tp": "1", "dp": "8"}, "8 data-parallel replicas"),
     ({"tp": "n/s"}, "parallel layout"),

@@ -5,15 +5,15 @@ import json
 import pytest
 
 from sim.hardware import (
-    CATALOGUE,
     NUMBER_FIELDS,
     Hardware,
     get_hardware,
     hardware_catalogue,
     load_hardware_file,
 )
+from sim.hardware_catalogue import CATALOGUE
 
-ISSUE_KEYS = ("a100-80g", "h100", "h200", "b200", "910b")
+ISSUE_KEYS = ("a100-80g", "h100", "h200", "b200", "910b", "mi300x")
 # Ridge points (bf16 FLOP per byte) from reference/simulators.md §8.
 REFERENCE_RIDGE = {"a100-80g": 153, "h100": 295, "h200": 206, "b200": 281}
 
@@ -25,7 +25,7 @@ def _write(tmp_path, data, name="hw.json"):
 
 
 def test_catalogue_holds_the_issue_keys():
-    """The catalogue has exactly a100-80g, h100, h200, b200 and 910b."""
+    """The catalogue has exactly a100-80g, h100, h200, b200, 910b and mi300x."""
     assert sorted(hardware_catalogue()) == sorted(ISSUE_KEYS)
 
 

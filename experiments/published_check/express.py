@@ -24,7 +24,8 @@ MODELS = (("deepseek-r1", "deepseek-v3"), ("deepseek-v3", "deepseek-v3"),
           ("llama-2-7b", "llama-2-7b"))
 NOT_MODELLED = {"llama-4-maverick": "Llama-4's interleaved dense/MoE layers and chunked "
                                     "attention are not modelled"}
-HARDWARE = (("A100", "a100-80g"), ("H100", "h100"), ("H200", "h200"), ("B200", "b200"))
+HARDWARE = (("A100", "a100-80g"), ("H100", "h100"), ("H200", "h200"), ("B200", "b200"),
+            ("MI300X", "mi300x"))
 THROUGHPUT = {"Output token throughput (whole system)", "Output token throughput",
               "Total output token throughput", "Tokens per second"}
 # metric -> (RunResult summary key, scale to the published unit)
