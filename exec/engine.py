@@ -21,6 +21,7 @@ from tqdm import tqdm
 from exec.chat import as_messages, render_chat
 from exec.failing_steps import RunnerError, run_isolating, runner_call
 from exec.generate_output import GenerateOutput
+from exec.kv_cache_dtype import AUTO, kv_storage_dtype
 from exec.kv_capacity import check_kv_fits, default_kv_capacity
 from exec.logprob_collector import LogprobCollector
 from exec.model_files import load_model, open_model
@@ -56,11 +57,15 @@ class Engine:
     fraction of free memory (`exec.kv_capacity.default_kv_capacity`); a `max_total_tokens`
     whose pool cannot be allocated is refused before anything is (`check_kv_fits`).
     `tp_group` (world > 1): this engine is rank 0 of a tensor-parallel world, the other
-    ranks following its forwards (`exec.tp_worker.launch` starts them all)."""
+    ranks following its forwards (`exec.tp_worker.launch` starts them all).
+    `kv_cache_dtype` (SGLang's `--kv-cache-dtype`: "auto", "fp8_e4m3", "fp8_e5m2", "bf16")
+    is the KV pool's storage dtype (`exec.kv_cache_dtype`), refused up front when unknown."""
 
     def __init__(self, model: str | Path | None = None, *, device: str = "cpu",
                  dtype: str = "float32", torch_compile: bool = False, torch_compile_max_bs: int = 32,
-                 tp_group: TPGroup | None = None, **engine_args: Any) -> None:
+                 tp_group: TPGroup | None = None, kv_cache_dtype: str = AUTO,
+                 **engine_args: Any) -> None:
+        kv_storage_dtype(kv_cache_dtype, torch.float32)  # NOTE: a bad name is refused before loading
         if tp_group is not None and tp_group.world_size > 1:
             check_tp_model(model, tp_group.world_size)  # NOTE: before anything is loaded
         opened = open_model(model, device=device, dtype=dtype)
@@ -74,13 +79,16 @@ class Engine:
         if not is_int_type(type(config.random_seed)):  # it seeds every unseeded request
             raise ValueError(f"random_seed must be an integer, got {config.random_seed!r}")
         if config.max_total_tokens is not None:
-            check_kv_fits(opened.config, device, dtype, config.max_total_tokens, config.page_size)
-        capacity = None if config.max_total_tokens else default_kv_capacity(opened.config, device, dtype)
+            check_kv_fits(opened.config, device, dtype, config.max_total_tokens, config.page_size,
+                          kv_cache_dtype)
+        capacity = None if config.max_total_tokens else default_kv_capacity(opened.config, device, dtype,
+                                                                            kv_cache_dtype)
         self.scheduler = Scheduler(config, self.model_info, kv_capacity=capacity)
         runner_for_ranks = runner_class(tp_group)  # TorchModelRunner, or rank 0's of TP
         self.runner = runner_for_ranks(opened.model, self.scheduler.config, self.model_info,
                                        device=device, dtype=dtype, torch_compile=torch_compile,
-                                       torch_compile_max_bs=torch_compile_max_bs)
+                                       torch_compile_max_bs=torch_compile_max_bs,
+                                       kv_cache_dtype=kv_cache_dtype)
         self.trace.model_config = opened.config.raw
         self.trace.executor = {"kind": "exec", "device": str(torch.device(device)), "dtype": dtype}
         self.logprobs = LogprobCollector()

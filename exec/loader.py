@@ -18,6 +18,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 
+from exec.fp8_weights import check_supported, dequantize, is_scale_name, scale_name
+from shared.quant_config import QuantConfig
+
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 TOKENIZER_FILE = "tokenizer.json"
@@ -52,7 +55,8 @@ class _Target(NamedTuple):
 
 
 def load_weights(model: torch.nn.Module, folder: str | Path, *,
-                 dtype: torch.dtype, device: str | torch.device) -> None:
+                 dtype: torch.dtype, device: str | torch.device,
+                 quant: QuantConfig | None = None) -> None:
     """Load the safetensors checkpoint in `folder` into `model`, cast to `dtype` on `device`.
 
     Floating-point tensors are cast to `dtype`; every tensor ends up on `device`. A parameter
@@ -60,7 +64,10 @@ def load_weights(model: torch.nn.Module, folder: str | Path, *,
     meta device) is replaced by a new Parameter. Tied names (one tensor under two names, e.g.
     `lm_head.weight` and `model.embed_tokens.weight`) are loaded once, and a checkpoint's
     `lm_head.weight` is skipped when the model has no `lm_head.weight` of its own (it ties the
-    embedding). `*.rotary_emb.inv_freq` tensors are ignored.
+    embedding). `*.rotary_emb.inv_freq` tensors are ignored. Quantization scales
+    (`*.weight_scale_inv`, `*.weight_scale`, `*.input_scale`, `*.k_scale`, ...) are not model
+    tensors: a weight with a scale is dequantized as it is read (`exec.fp8_weights`, with
+    `quant`'s weight_block_size); `quant` other than fp8 is refused naming its quant_method.
 
     Raises CheckpointError, before any weight changes, when the folder has no safetensors
     files, the index names a missing shard or a tensor its shard lacks, the checkpoint has a
@@ -68,12 +75,17 @@ def load_weights(model: torch.nn.Module, folder: str | Path, *,
     shape differs (name, expected, got).
     """
     folder = Path(folder)
+    try:
+        check_supported(quant, str(folder))
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
     entries = _checkpoint_entries(folder)
     targets = _targets(model)
     plan = _plan(entries, targets, folder)
     _check_shapes(plan, entries, targets)
     for path, pairs in _by_file(plan, entries, targets).items():
-        _load_file(model, path, pairs, dtype=dtype, device=device)
+        _load_file(model, path, pairs, dtype=dtype, device=device, entries=entries,
+                   block=None if quant is None else quant.weight_block_size)
 
 
 def load_tokenizer(folder: str | Path) -> Tokenizer | None:
@@ -181,8 +193,8 @@ def _plan(entries: dict[str, _Entry], targets: dict[str, _Target],
 def _wanted(entries: dict[str, _Entry], owner: dict[str, str]) -> list[str]:
     """Checkpoint names, less harmless extras and an lm_head a tied-embedding model lacks."""
     tied_head = LM_HEAD not in owner and EMBEDDING in owner
-    return [n for n in entries
-            if not n.endswith(HARMLESS_SUFFIXES) and not (tied_head and n == LM_HEAD)]
+    return [n for n in entries if not n.endswith(HARMLESS_SUFFIXES) and not is_scale_name(n)
+            and not (tied_head and n == LM_HEAD)]
 
 
 def _raise_mismatch(unknown: list[str], missing: list[str], entries: dict[str, _Entry],
@@ -222,14 +234,30 @@ def _by_file(plan: dict[str, str], entries: dict[str, _Entry],
 
 @torch.no_grad()
 def _load_file(model: torch.nn.Module, path: Path, pairs: Iterable[tuple[_Target, str]], *,
-               dtype: torch.dtype, device: str | torch.device) -> None:
-    """Read each pair's tensor from `path`, one at a time, into the model."""
+               dtype: torch.dtype, device: str | torch.device, entries: dict[str, _Entry],
+               block: tuple[int, int] | None) -> None:
+    """Read each pair's tensor from `path`, one at a time (dequantized when it has a scale
+    among `entries`), into the model."""
     with safe_open(path, framework="pt") as f:
         for target, name in pairs:
             tensor = f.get_tensor(name)
+            scale = scale_name(name, entries)
+            if scale is not None:
+                tensor = _dequantized(tensor, entries[scale], scale, block, name)
             if tensor.is_floating_point():
                 tensor = tensor.to(dtype)
             _assign(model, target, tensor.to(device))
+
+
+def _dequantized(weight: torch.Tensor, entry: _Entry, scale: str,
+                 block: tuple[int, int] | None, name: str) -> torch.Tensor:
+    """`weight` times its scale tensor `scale` (read from its own file) -> float32."""
+    with safe_open(entry.path, framework="pt") as f:
+        s = f.get_tensor(scale)
+    try:
+        return dequantize(weight, s, block, name)
+    except ValueError as e:
+        raise CheckpointError(f"{entry.path}: {e}") from None
 
 
 def _assign(model: torch.nn.Module, target: _Target, tensor: torch.Tensor) -> None:

@@ -55,7 +55,7 @@ def load_model(folder: str | Path, *, device: str = "cpu", dtype: str = "float32
     with torch.device("meta"):
         model = model_class(config)(config)
     model = model.to_empty(device=device).to(torch_dtype(dtype))
-    load_weights(model, folder, dtype=torch_dtype(dtype), device=device)
+    load_weights(model, folder, dtype=torch_dtype(dtype), device=device, quant=config.quantization)
     return model
 
 

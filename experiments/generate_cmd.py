@@ -29,6 +29,10 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="torch threads (default: torch's own choice)")
     p.add_argument("--max-total-tokens", type=positive_int, default=None,
                    help="KV capacity in tokens (default: sized to the device's memory)")
+    p.add_argument("--kv-cache-dtype", default="auto",
+                   choices=("auto", "fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16"),
+                   help="KV cache storage dtype, as SGLang's (auto: the model dtype; fp8: half "
+                        "the bytes of bf16 per token)")
     p.add_argument("--tp", type=positive_int, default=1,
                    help="tensor-parallel ranks, one process each (gloo on CPU, NCCL on CUDA); "
                         "under torchrun, its --nproc-per-node")
@@ -46,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     params = {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
               "top_p": args.top_p, "top_k": args.top_k, "sampling_seed": args.seed, "stop": args.stop}
     capacity = {} if args.max_total_tokens is None else {"max_total_tokens": args.max_total_tokens}
+    capacity["kv_cache_dtype"] = args.kv_cache_dtype
     if args.tp > 1 or _under_torchrun():
         return _run_tp(args, params, {"device": args.device, "dtype": args.dtype, **capacity})
     engine = Engine(args.model, device=args.device, dtype=args.dtype, **capacity)
