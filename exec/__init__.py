@@ -1,5 +1,5 @@
 """batchtwin's real executor: PyTorch models (the registry `exec.models`: Llama family,
-Mixtral, Qwen3-MoE) on a paged KV cache.
+Mixtral, Qwen3-MoE, DeepSeek-V3) on a paged KV cache.
 
 `Engine` is the offline entry point; `TorchModelRunner` implements the spec's
 `ModelRunner` for any driver (the SimPy driver and the agreement tests build it directly

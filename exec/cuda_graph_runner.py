@@ -88,7 +88,7 @@ class DecodeGraphRunner:
         meta = AttentionMetadata((AttentionGroup(g.kv_index, g.mask, torch.arange(bs, device=dev)[:, None],
                                                  torch.arange(bs, device=dev)),))
         batch = TorchBatch(g.out_cache_loc, meta, r.kv_pool)
-        g.run = lambda: r.model.compute_logits(r.model(g.input_ids, g.positions, batch))  # noqa: E731
+        g.run = lambda: r.model.compute_logits(r.model(g.input_ids, g.positions, batch))
         if cuda:
             self._record(g)
         self.graphs[(bs, window)] = g

@@ -4,9 +4,11 @@ restricted to what exec runs.
 Covers the architectures the model registry lists (`exec.models.MODELS`): Llama 2/3
 (llama3 rope scaling), Qwen2/2.5 (q/k/v bias), Qwen3 (q/k RMSNorm, explicit head_dim),
 Mistral (no sliding window), SmolLM2 (tied embeddings), Mixtral and Qwen3-MoE (routed
-experts). Refused, with the reason: another architecture, an activation other than SiLU, a
-rope scaling other than llama3 (or one missing its keys), a sliding window shorter than the
-context, and what a family's `check_config` refuses (a MoE config without its routing).
+experts), DeepSeek-V3 (MLA, grouped routing, yarn rope: the family checks its own rope).
+Refused, with the reason: another architecture, an activation other than SiLU, a rope
+scaling other than llama3 (or one missing its keys) for the families that do not check
+their own, a sliding window shorter than the context, and what a family's `check_config`
+refuses (a MoE config without its routing).
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ def _check_runnable(c: ModelConfig) -> None:
     # NOTE: imported here because exec.models imports this module (its classes take a ModelConfig).
     from exec.models import model_class
 
-    model_class(c).check_config(c)
+    family = model_class(c)
+    family.check_config(c)
     if c.hidden_act != "silu":
         raise UnsupportedModelError(f"hidden_act {c.hidden_act!r} is not supported (silu only)")
-    if c.rope_scaling is not None:
+    # NOTE: a family that checks its own rope (DeepSeek-V3: yarn) sets `checks_rope`.
+    if c.rope_scaling is not None and not getattr(family, "checks_rope", False):
         kind = c.rope_scaling["rope_type"]
         if kind not in SUPPORTED_ROPE_TYPES:
             raise UnsupportedModelError(f"rope scaling {kind!r} is not supported "

@@ -26,8 +26,8 @@ from exec.compiled_decode import CompiledDecode
 from exec.cuda_graph_runner import DecodeGraphRunner
 from exec.kv_cache_dtype import AUTO, kv_storage_dtype
 from exec.kv_pool import make_kv_pool
-from exec.models import CausalLM, TorchBatch
 from exec.logits_processor import process_logits
+from exec.models import CausalLM, TorchBatch
 from exec.packed_linear import can_pack, cpu_has_fast_kernels
 from exec.sampler import SampleResult, sample
 from exec.torch_dtype import torch_dtype

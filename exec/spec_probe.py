@@ -63,13 +63,14 @@ class TorchSpecProbe:
             return lm_head(rows)
 
         loc = torch.from_numpy(np.ascontiguousarray(fb.out_cache_loc))
-        pool.k[:, loc] = float("nan")
-        pool.v[:, loc] = float("nan")
-        k0, v0 = pool.k.clone(), pool.v.clone()
+        for t in pool.storage:   # per-head K and V, or MLA's latent
+            t[:, loc] = float("nan")
+        before = [t.clone() for t in pool.storage]
         with (_patched(model.model.rotary_emb, "forward", positions),
               _patched(model, "forward", hidden), _patched(model, "compute_logits", logits)):
             out = forward(fb)
-        written = _changed_slots(k0, pool.k) | _changed_slots(v0, pool.v)
+        changed = [_changed_slots(b, t) for b, t in zip(before, pool.storage, strict=True)]
+        written = torch.stack(changed).any(dim=0)                     # [S] bool
         return out, SpecObservation(
             seen.get("positions"), torch.nonzero(written).flatten().numpy(),
             seen["hidden"].detach().cpu().numpy() if "hidden" in seen else None,

@@ -18,8 +18,8 @@ from exec.spec_probe import TorchSpecProbe
 from exec.torch_threads import torch_threads
 from experiments.dev.tiny_exec import ARRIVAL_TICK, TINY_INFO, TinyExec
 from shared import EngineConfig, SamplingParams, Scheduler, StepRecord, Trace, Workload
-from shared.model_runner import RunnerOutput
 from shared.length_dist import Uniform
+from shared.model_runner import RunnerOutput
 from shared.token_allocator import AllocatorState
 from sim.conformance import (
     AgreementError,
@@ -136,6 +136,24 @@ def test_sim_schedules_every_step_exactly_as_exec_runs_a_moe_model(tiny_moe_exec
     tokens give equal StepRecords and outcomes, under the spec probe's checks."""
     check_agreement(tiny_moe_exec.make_runner, replay_runner(), case,
                     clock=tiny_moe_exec.clock, probe_a=TorchSpecProbe)
+
+
+@pytest.fixture(scope="module")
+def tiny_mla_exec(tiny_checkpoint):
+    """exec on the tiny DeepSeek-V3 (MLA latent cache, grouped routing); a step clock too."""
+    folder, _ = tiny_checkpoint("deepseek_v3")
+    with torch_threads(1):
+        yield TinyExec(folder, clock=StepClock(1.9e-4, 1e-7))
+
+
+@settings(max_examples=MOE_EXAMPLES)
+@given(case=cases(TINY_INFO, arrival_tick=ARRIVAL_TICK))
+@example(case=padded_case())
+def test_sim_schedules_every_step_exactly_as_exec_runs_an_mla_model(tiny_mla_exec, case):
+    """The agreement property on an MLA model: exec's tiny DeepSeek-V3 (latent KV pool) and
+    sim replaying its tokens give equal StepRecords and outcomes."""
+    check_agreement(tiny_mla_exec.make_runner, replay_runner(), case,
+                    clock=tiny_mla_exec.clock, probe_a=TorchSpecProbe)
 
 
 # --- the kit can fail, and works for any runner ----------------------------------------

@@ -30,6 +30,7 @@ MODELS: dict[str, tuple[str, str]] = {
     "MistralForCausalLM": ("llama", "LlamaForCausalLM"),
     "MixtralForCausalLM": ("mixtral", "MixtralForCausalLM"),
     "Qwen3MoeForCausalLM": ("qwen3_moe", "Qwen3MoeForCausalLM"),
+    "DeepseekV3ForCausalLM": ("deepseek_v3", "DeepseekV3ForCausalLM"),
 }
 # NOTE: every registered name is one `shared.hf_config` reads (a KeyError here otherwise).
 _BY_FAMILY = {ARCHITECTURES[name]: row for name, row in MODELS.items()}

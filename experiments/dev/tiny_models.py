@@ -27,7 +27,18 @@ QWEN3_MOE = {"head_dim": 32, "num_hidden_layers": 4, "num_experts": 8, "num_expe
              "mlp_only_layers": [3]}
 # NOTE: Qwen3-MoE's float32 rounding grows fast with the scale (HF's own fp32 logits are
 # 2e-4 off its float64 ones at x3, 7e-6 at x2), so its weights are scaled x2 only.
-SCALES = {"qwen3_moe": 2.0}
+SCALES = {"qwen3_moe": 2.0, "deepseek_v3": 2.0}
+# DeepSeek-V3: MLA (q and kv low-rank), YaRN rope with mscale, layer 0 dense
+# (first_k_dense_replace), layers 1-2 route top-2 of 8 in 2 of 4 groups, plus a shared expert.
+DEEPSEEK_V3 = {"num_hidden_layers": 3, "num_key_value_heads": 4, "q_lora_rank": 32,
+               "kv_lora_rank": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
+               "v_head_dim": 16, "n_routed_experts": 8, "n_shared_experts": 1,
+               "num_experts_per_tok": 2, "n_group": 4, "topk_group": 2,
+               "first_k_dense_replace": 1, "moe_intermediate_size": 32, "norm_topk_prob": True,
+               "routed_scaling_factor": 2.5,
+               "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "mscale": 1.0,
+                                "mscale_all_dim": 1.0, "original_max_position_embeddings": 64,
+                                "beta_fast": 32, "beta_slow": 1}}
 ARCHS = {
     "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM, {"rope_scaling": LLAMA3_ROPE}),
     "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM, {}),
@@ -35,6 +46,7 @@ ARCHS = {
     "smollm2": (transformers.LlamaConfig, transformers.LlamaForCausalLM, {"tie_word_embeddings": True}),
     "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM, MIXTRAL),
     "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM, QWEN3_MOE),
+    "deepseek_v3": (transformers.DeepseekV3Config, transformers.DeepseekV3ForCausalLM, DEEPSEEK_V3),
 }
 
 
@@ -48,6 +60,9 @@ def make_checkpoint(folder: Path, arch: str = "llama", seed: int = 0, scale: flo
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(scale)
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):   # zeros at init: make it choose
+                b.copy_(torch.rand(b.shape) * 0.5)
     model.save_pretrained(folder)
     if hasattr(model.config, "num_experts_per_tok"):
         # NOTE: transformers' default grouped_mm experts refuse float64, the parity reference.
