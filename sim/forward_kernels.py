@@ -48,6 +48,7 @@ class ForwardKernels:
         self._attn_rate = hardware.flops_bf16 * chip.attention_fraction
         self._routing = None if model.moe is None else ExpertRouting(
             model.moe.num_experts, model.moe.experts_per_token, ep_size, expert_zipf)
+        self.kernel_count = self._kernel_count()   # launched per eager step
         # NOTE: memo of fixed(); the parts depend on (rows, lm_rows, decode) only.
         self._memo: dict[tuple[int, int, bool], FixedParts] = {}
 
@@ -59,8 +60,7 @@ class ForwardKernels:
             return self.chip.mamf_bf16
         return self.chip.mamf(dtype)
 
-    @property
-    def kernel_count(self) -> int:
+    def _kernel_count(self) -> int:
         """Kernels one forward launches (GEMMs, attention, elementwise, collectives, head)."""
         m, g = self.model, self._gemms
         gemms = sum(x.count for x in g.rows + g.decode_rows)
