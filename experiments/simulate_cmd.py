@@ -78,14 +78,33 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def parallelism_arguments(g: argparse._ArgumentGroup) -> None:
-    """--ep-size, --quantization, --kv-cache-dtype (SGLang's names) and --expert-zipf."""
+    """--ep-size, --dp-size, --enable-dp-attention, --quantization, --kv-cache-dtype
+    (SGLang's names) and --expert-zipf."""
+    from sim.ep_options import A2A_BACKENDS
     from sim.precision import KV_CACHE_DTYPES, QUANTIZATIONS
 
     g.add_argument("--ep-size", type=positive_int, default=1,
                    help="expert-parallel degree (MoE models; divides --tp and the experts)")
+    g.add_argument("--dp-size", type=positive_int, default=1,
+                   help="attention data-parallel ranks (with --enable-dp-attention; divides --tp)")
+    g.add_argument("--enable-dp-attention", action="store_true",
+                   help="SGLang's attention data parallelism: --dp-size attention ranks over "
+                        "the --tp GPUs, MLP and experts over all of them (needs --cost-model "
+                        "kernel)")
+    g.add_argument("--moe-a2a-backend", choices=A2A_BACKENDS, default="none",
+                   help="deepep: dispatch each token to its experts' GPUs (with attention DP)")
+    g.add_argument("--moe-dense-tp-size", type=positive_int, choices=(1,), default=None,
+                   help="1: dense MLPs and shared experts data-parallel (with attention DP)")
+    g.add_argument("--enable-dp-lm-head", action="store_true",
+                   help="each attention rank computes its own rows' logits")
+    g.add_argument("--enable-two-batch-overlap", action="store_true",
+                   help="hide the expert all-to-all under the other micro-batch's compute")
+    g.add_argument("--ep-num-redundant-experts", type=non_negative_int, default=0,
+                   help="EPLB's extra expert copies (E + R must divide by --ep-size)")
     g.add_argument("--quantization", choices=tuple(QUANTIZATIONS), default=None,
                    help="weight format (default: the checkpoint's quantization_config, else "
-                        "bf16); fp8 needs hardware with an fp8 peak")
+                        "bf16); fp8 needs hardware with an fp8 peak, nvfp4 (modelopt_fp4) "
+                        "one with an fp4 peak (b200)")
     g.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="auto",
                    help="KV cache dtype (auto: bf16)")
     g.add_argument("--expert-zipf", type=non_negative_float, default=0.0, metavar="S",
@@ -94,7 +113,13 @@ def parallelism_arguments(g: argparse._ArgumentGroup) -> None:
 
 def parallelism_args(args: argparse.Namespace) -> dict[str, Any]:
     """The `sim.simulate.simulate` keywords of parallelism_arguments' flags."""
-    return {"ep_size": args.ep_size, "quantization": args.quantization,
+    from sim.ep_options import EPOptions
+
+    options = EPOptions(args.moe_a2a_backend, args.moe_dense_tp_size, args.enable_dp_lm_head,
+                        args.enable_two_batch_overlap, args.ep_num_redundant_experts)
+    return {"ep_size": args.ep_size, "dp_size": args.dp_size,
+            "enable_dp_attention": args.enable_dp_attention, "ep_options": options,
+            "quantization": args.quantization,
             "kv_cache_dtype": args.kv_cache_dtype, "expert_zipf": args.expert_zipf}
 
 
@@ -200,6 +225,19 @@ def print_summary(config: dict[str, Any], result) -> None:
     for name in LATENCY_ROWS:
         cells = (s[f"{name}_{k}"] * 1e3 for k in ("mean", "p50", "p90", "p99"))
         print(f"{name:>6} " + " ".join(f"{v:10.2f}" for v in cells))
+    line = bound_line(result.steps)
+    if line:
+        print(line)
+
+
+def bound_line(steps) -> str:
+    """"bound: memory 82% of step time, compute 12%, cpu 6%" ("" when no step has a bound)."""
+    from shared.run_result import bound_shares
+
+    shares = [f"{name} {share:.0%}" for name, share in bound_shares(steps).items()]
+    if not shares:
+        return ""
+    return f"bound: {shares[0]} of step time" + "".join(f", {s}" for s in shares[1:])
 
 
 def write_outputs(out: Path, config: dict[str, Any], result, save_trace: bool) -> None:

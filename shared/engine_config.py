@@ -103,7 +103,7 @@ class EngineConfig:
                              f"never trained; leave context_length unset or lower it")
         return dataclasses.replace(
             self, max_total_tokens=total, context_length=context,
-            max_running_requests=_derive_max_running(self.max_running_requests, total, context),
+            max_running_requests=derive_max_running(self.max_running_requests, total, context),
             chunked_prefill_size=self.chunk_size,
             cuda_graph_max_bs=self.cuda_graph_max_bs or DEFAULT_CUDA_GRAPH_MAX_BS)
 
@@ -132,7 +132,7 @@ class EngineConfig:
         return cls(**d)
 
 
-def _derive_max_running(user: int | None, token_capacity: int, context_len: int) -> int:
+def derive_max_running(user: int | None, token_capacity: int, context_len: int) -> int:
     """Semantics §3.1: est = clamp(capacity / context * 512, 2048, 4096); min with the
     user's value when set, else with capacity // 2."""
     est = min(max(int(token_capacity / context_len * 512), 2048), 4096)

@@ -18,12 +18,17 @@ wall time from the first send to the last response; this is the same span, measu
 the engine). Throughputs and goodput are NaN when duration is not positive. `goodput`
 (only with an `SLO`) = completed requests meeting every given SLO / duration, a TPOT of
 NaN (output_len <= 1) counting as 0, as vllm's `--goodput`.
+
+Steps (`.steps`): one row per forward; `bound` names what bound the step ("compute",
+"memory", "communication" or "cpu", as the simulator's cost model priced it:
+`sim.cost_model.BoundSplit`), "" where the run does not know (exec runs, a trace read back).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +41,7 @@ PERCENTILES = (50, 90, 99)
 REQUEST_COLUMNS = ("rid", "arrival", "first_token_time", "finish_time", "prompt_len",
                    "output_len", "cached_tokens", "ttft", "tpot", "e2e")
 STEP_COLUMNS = ("step", "forward_mode", "batch_size", "num_tokens", "kv_used_tokens",
-                "queue_len", "start_time", "duration")
+                "queue_len", "start_time", "duration", "bound")
 COMPLETED_FINISH_TYPES = ("length", "stop")
 
 
@@ -79,7 +84,9 @@ class RunResult:
     slo: SLO | None = None
 
     @classmethod
-    def from_trace(cls, trace: Trace, slo: SLO | None = None) -> RunResult:
+    def from_trace(cls, trace: Trace, slo: SLO | None = None,
+                   bounds: Sequence[str] | None = None) -> RunResult:
+        """`bounds`: one per step of the trace (the steps' `bound` column), None: all ""."""
         requests = requests_frame(trace)
         done = completed_mask(trace)
         columns = dict(zip(STEP_FIELDS_READ, trace.step_columns(*STEP_FIELDS_READ), strict=True))
@@ -87,7 +94,7 @@ class RunResult:
         summary = summarize(requests, done, itl, slo)
         summary["num_retractions"] = sum(r.num_retractions for r in trace.requests.values())
         summary["cache_hit_tokens"] = int(requests["cached_tokens"].sum())
-        return cls(trace, requests, steps_frame(columns), summary, slo)
+        return cls(trace, requests, steps_frame(columns, bounds), summary, slo)
 
     @property
     def completed_requests(self) -> Any:
@@ -131,9 +138,9 @@ def requests_frame(trace: Trace) -> Any:
     }, columns=list(REQUEST_COLUMNS))
 
 
-def steps_frame(columns: dict[str, list]) -> Any:
+def steps_frame(columns: dict[str, list], bounds: Sequence[str] | None = None) -> Any:
     """One row per step, columns STEP_COLUMNS, from the trace's step columns
-    (STEP_FIELDS_READ)."""
+    (STEP_FIELDS_READ) and each step's bound (None: "" for every step)."""
     import pandas as pd
 
     step, mode, rids, ids, kv, queue, start, dur = (columns[name] for name in (
@@ -142,12 +149,26 @@ def steps_frame(columns: dict[str, list]) -> Any:
     n = len(step)
     if not n:
         return pd.DataFrame(columns=list(STEP_COLUMNS))
+    if bounds is not None and len(bounds) != n:
+        raise ValueError(f"{len(bounds)} step bounds for {n} steps")
     return pd.DataFrame({
         "step": np.array(step, dtype=np.int64), "forward_mode": pd.Series(mode, dtype=object),
         "batch_size": np.fromiter(map(len, rids), np.int64, n),
         "num_tokens": np.fromiter(map(len, ids), np.int64, n),
         "kv_used_tokens": np.array(kv, dtype=np.int64), "queue_len": np.array(queue, dtype=np.int64),
-        "start_time": np.array(start, dtype=float), "duration": np.array(dur, dtype=float)})
+        "start_time": np.array(start, dtype=float), "duration": np.array(dur, dtype=float),
+        "bound": pd.Series([""] * n if bounds is None else list(bounds), dtype=object)})
+
+
+def bound_shares(steps: Any) -> dict[str, float]:
+    """Fraction of the step time (sum of `duration`) each bound holds, largest first, from a
+    `.steps` frame; {} when no step has a bound (or no time)."""
+    known = steps[steps["bound"] != ""] if len(steps) else steps
+    total = float(known["duration"].sum()) if len(known) else 0.0
+    if total <= 0:
+        return {}
+    shares = known.groupby("bound")["duration"].sum() / total
+    return {str(k): float(v) for k, v in shares.sort_values(ascending=False).items()}
 
 
 def inter_token_latencies(columns: dict[str, list], rids: set[str]) -> np.ndarray:

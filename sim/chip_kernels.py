@@ -1,6 +1,6 @@
 """`ChipKernels`: what the kernel-level cost model (`sim.kernel_cost_model`) needs of a chip
 beyond the hardware catalogue's peaks: its SM count (tiles run in waves of it), the
-maximum achievable matmul FLOP/s at bf16 and fp8 (MAMF: the best of a shape sweep, which
+maximum achievable matmul FLOP/s at bf16, fp8 and fp4 (MAMF: the best of a shape sweep, which
 no real kernel beats), and the fraction of the bf16 peak a FlashAttention forward reaches on
 long sequences. Each number has its source.
 """
@@ -26,10 +26,14 @@ class ChipKernels:
                               # GEMMs then priced at the bf16 MAMF)
     attention_fraction: float  # FlashAttention forward FLOP/s / bf16 peak, long sequences
     sources: tuple[tuple[str, str], ...]
+    mamf_fp4: float | None = None  # FLOP/s of NVFP4 (W4A4) GEMMs; None: no fp4 tensor cores
 
     def mamf(self, dtype: str) -> float | None:
-        """The achievable matmul FLOP/s of a GEMM in `dtype` ("fp8" or the 16-bit ones)."""
-        return self.mamf_fp8 if dtype == "fp8" else self.mamf_bf16
+        """The achievable matmul FLOP/s of a GEMM in `dtype` ("fp8", "nvfp4" or the 16-bit
+        ones); None where the chip has no figure for fp8 or nvfp4."""
+        if dtype == "fp8":
+            return self.mamf_fp8
+        return self.mamf_fp4 if dtype == "nvfp4" else self.mamf_bf16
 
 
 CHIP_KERNELS = {c.key: c for c in (
@@ -52,7 +56,11 @@ CHIP_KERNELS = {c.key: c for c in (
                     "size their persistent grids to 148 CTAs)"),
         ("mamf_bf16", f"B200 SXM 1745.0 TFLOP/s bf16: {_MAMF}"),
         ("mamf_fp8", f"B200 SXM 3432.5 TFLOP/s fp8 e4m3: {_MAMF}"),
-        ("attention_fraction", f"assumption: Hopper's fraction ({_FA3}); no B200 figure"))),
+        ("mamf_fp4", f"derived, no published fp4 sweep ({_MAMF} has no fp4 column): the fp8 "
+                     "MAMF's fraction of the fp8 peak (3432.5 / 4500 = 0.763) x the 9,000 "
+                     "TFLOP/s dense fp4 peak (sim.hardware_catalogue b200) = 6865 TFLOP/s"),
+        ("attention_fraction", f"assumption: Hopper's fraction ({_FA3}); no B200 figure")),
+        mamf_fp4=3432.5e12 / 4500e12 * 9000e12),
     ChipKernels("mi300x", 304, 668.4e12, None, 0.51, (
         ("num_sms", "AMD Instinct MI300X data sheet: 304 compute units"),
         ("mamf_bf16", f"MI300X 668.4 TFLOP/s bf16 (ROCm 6.3, TunableOp): {_MAMF}"),

@@ -3,6 +3,12 @@
 Implementations: `sim.roofline.RooflineCostModel` (from a model shape and a hardware entry),
 `sim.calibrated.CalibratedCostModel` (fitted to step times exec measured), and
 `ZeroCostModel` here, the null model (every step is free), a baseline and a test oracle.
+
+`step_bound(shape)` names what bounds a step (BOUNDS): every device part of a StepCost is a
+max of a compute time and a memory time, all-reduce and all-to-all are communication, the
+overhead is CPU. `BoundSplit` sums a step's seconds by those four terms; the bound is the
+largest (under the overlap schedule: "cpu" when the CPU hides the device, else the largest
+device term).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ if TYPE_CHECKING:
     from shared.step_record import StepRecord
 
 STEP_COST_PARTS = ("linear", "attention", "lm_head", "allreduce", "experts", "alltoall", "overhead")
+BOUNDS = ("compute", "memory", "communication", "cpu")
 
 
 class StepCost(NamedTuple):
@@ -54,16 +61,71 @@ class StepCost(NamedTuple):
         return dict(self._asdict())
 
 
+class BoundSplit(NamedTuple):
+    """Seconds of one step by what bounds them (BOUNDS): the device parts whose compute time
+    exceeds their memory time, the other device parts, the collectives, the CPU overhead.
+    Their sum is the step's `StepCost.total` (up to float rounding)."""
+
+    compute: float = 0.0
+    memory: float = 0.0
+    communication: float = 0.0
+    cpu: float = 0.0
+
+    @property
+    def device(self) -> float:
+        return self.compute + self.memory + self.communication
+
+    def bound(self, overlap: bool = False) -> str:
+        """The largest of the four terms (ties: the first in BOUNDS). Under the overlap
+        schedule the step is max(device, cpu): "cpu" when cpu >= device, else the largest
+        device term."""
+        if overlap and self.cpu >= self.device:
+            return "cpu"
+        terms = self[:3] if overlap else self
+        return BOUNDS[max(range(len(terms)), key=terms.__getitem__)]
+
+
+def split_max(compute: float, memory: float, seconds: float | None = None) -> BoundSplit:
+    """A part priced max(compute, memory) (+ fixed latency: `seconds`, default the max) as
+    compute when compute > memory, else memory."""
+    seconds = max(compute, memory) if seconds is None else seconds
+    return BoundSplit(compute=seconds) if compute > memory else BoundSplit(memory=seconds)
+
+
+def sum_splits(*splits: BoundSplit) -> BoundSplit:
+    return BoundSplit(*map(sum, zip(*splits, strict=True))) if splits else BoundSplit()
+
+
 class CostModel(ABC):
     """Contract: `step_cost(shape)` is a pure function of the shape (same shape, same cost),
     every part is finite and >= 0, and `step_time(shape, overlap) ==
-    step_cost(shape).time(overlap)`."""
+    step_cost(shape).time(overlap)`. `step_split(shape)` is pure too, every term >= 0, and
+    its terms sum to `step_cost(shape).total` (up to float rounding)."""
 
     @abstractmethod
     def step_cost(self, shape: BatchShape) -> StepCost: ...
 
     def step_time(self, shape: BatchShape, overlap: bool = False) -> float:
         return self.step_cost(shape).time(overlap)
+
+    def step_split(self, shape: BatchShape) -> BoundSplit:
+        """The step's seconds by bound. This default cannot tell compute from memory: the
+        device parts count as compute, all-reduce and all-to-all as communication, the
+        overhead as cpu. Models that know each part's compute and memory times override it."""
+        c = self.step_cost(shape)
+        return BoundSplit(c.linear + c.attention + c.lm_head + c.experts, 0.0,
+                          c.allreduce + c.alltoall, c.overhead)
+
+    def step_bound(self, shape: BatchShape, overlap: bool = False) -> str:
+        """What bounds the step, one of BOUNDS (`BoundSplit.bound` of `step_split`)."""
+        return self.step_split(shape).bound(overlap)
+
+    def decode_step_bound(self, seq_lens: np.ndarray, padded_batch_size: int,
+                          overlap: bool = False) -> str:
+        """step_bound(BatchShape.decode(seq_lens, padded_batch_size), overlap) of a decode
+        step ([B] int64 seq_lens, its token included). Models may override it with
+        arithmetic on the totals that gives the same bound."""
+        return self.step_bound(BatchShape.decode(seq_lens, padded_batch_size), overlap)
 
     def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int,
                           overlap: bool = False) -> Iterator[float]:

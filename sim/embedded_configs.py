@@ -1,7 +1,9 @@
 """config.json excerpts embedded by short key, so `--model KEY` needs no download. Each entry
 copies the published config.json of the Hugging Face repo named beside it (the fields the
 shared reader `shared.hf_config` and the simulator use); `config_dict(key)` is a fresh, plain
-(JSON-ready) copy.
+(JSON-ready) copy. A multimodal checkpoint (Llama-4) keeps its published layout, the language
+model nested in `text_config` (`sim.model_shapes.text_config` reads it); its vision_config is
+left out.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from typing import Any
 
 _F = MappingProxyType
 _GPT_OSS_LAYER_TYPES = ("sliding_attention", "full_attention") * 18
+# Llama-4: 1 = a RoPE layer with chunked attention, 0 = a NoPE layer with global attention
+# (transformers' Llama4TextConfig default for no_rope_layer_interval 4).
+_LLAMA4_NO_ROPE_LAYERS = (1, 1, 1, 0) * 12
 _LLAMA31_ROPE = _F({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
 
@@ -161,4 +166,17 @@ EMBEDDED_CONFIGS = _F({
             "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
             "lm_head")}),
         "eos_token_id": 200002}),
+    "llama-4-maverick": _F({  # meta-llama/Llama-4-Maverick-17B-128E-Instruct config.json
+        "architectures": ("Llama4ForConditionalGeneration",), "model_type": "llama4",
+        "tie_word_embeddings": False,
+        "text_config": _F({
+            "model_type": "llama4_text", "hidden_size": 5120, "num_hidden_layers": 48,
+            "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+            "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+            "num_local_experts": 128, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2,
+            "attention_chunk_size": 8192, "no_rope_layers": _LLAMA4_NO_ROPE_LAYERS,
+            "use_qk_norm": False, "attention_bias": False, "vocab_size": 202048,
+            "max_position_embeddings": 1048576, "rope_theta": 500000.0, "rope_scaling": None,
+            "rms_norm_eps": 1e-05, "bos_token_id": 200000,
+            "eos_token_id": (200001, 200007, 200008), "pad_token_id": 200018})}),
 })

@@ -2,6 +2,15 @@
 the seconds of each kind of kernel a forward runs, as functions of the step's rows, KV
 tokens and extend lengths. The parts that depend on the row counts only are memoised
 (`fixed`), so a simulated step costs a dictionary lookup and the attention terms.
+
+Under attention data parallelism (`attention_dp` d > 1) the step's requests are taken as
+spread evenly over the d attention ranks: attention projections and kernels run on one
+rank's share (ceil(rows / d) rows, 1 / d of the KV tokens and pairs) at the attention tp
+(tp / d), then the MLP and the experts run on all rows over all tp GPUs (the gathered
+batch); the attention output is all-reduced within an attention rank, the MLP's input
+gathered and its output scattered over tp (priced as one all-reduce of the whole batch),
+in every layer: with the batch gathered, a sparse layer's experts need no all-to-all
+(SGLang's and TRT-LLM's attention DP without DeepEP).
 """
 
 from __future__ import annotations
@@ -11,9 +20,12 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from sim.chip_kernels import ChipKernels
+from sim.cluster_network import NORMAL_A2A_FRACTION, deepep_time, node_network
 from sim.collectives import allgather_time, allreduce_time, alltoall_time
+from sim.cost_model import BoundSplit, split_max, sum_splits
+from sim.ep_options import EPOptions
 from sim.expert_routing import ExpertRouting
-from sim.gemm_time import GemmChip, gemm_time
+from sim.gemm_time import GemmChip, GemmTime, gemm_time
 from sim.hardware import Hardware
 from sim.kernel_params import KernelParams
 from sim.layer_gemms import Gemm, forward_gemms
@@ -25,26 +37,38 @@ QUERY_TILE = 128   # FlashAttention's query rows per thread block
 
 
 class FixedParts(NamedTuple):
-    """Seconds of the parts that depend on the row counts only."""
+    """Seconds of the parts that depend on the row counts only, and the same seconds by
+    what bounds each kernel (`split`: a GEMM counts whole on its larger side, elementwise
+    kernels as memory, collectives as communication)."""
 
     linear: float
     lm_head: float
     allreduce: float
     experts: float
     alltoall: float
+    split: BoundSplit
 
 
 class ForwardKernels:
     def __init__(self, model: ModelShape, hardware: Hardware, chip: ChipKernels,
-                 params: KernelParams, tp: int, ep_size: int, expert_zipf: float) -> None:
+                 params: KernelParams, tp: int, ep_size: int, expert_zipf: float,
+                 attention_dp: int = 1, ep_options: EPOptions | None = None) -> None:
         self.model, self.chip, self.params, self.tp, self.ep_size = model, chip, params, tp, ep_size
-        self._gemms = forward_gemms(model, tp)
+        self.dp, self._atp = attention_dp, tp // attention_dp
+        self.opts = ep_options = ep_options or EPOptions()
+        self._gemms = forward_gemms(model, tp, self._atp)
+        # NOTE: moe_dense_tp_size 1: the dense MLPs, shared experts and router unsharded.
+        self._dense_dp = forward_gemms(model, 1).rows if ep_options.dense_tp_size == 1 else None
+        self._net = node_network(hardware.key)
         self._act = 4 if model.weight_dtype == "fp32" else 2   # activation bytes per value
         self._mem = hardware.mem_bw * params.memory_efficiency
         self._bus = hardware.interconnect_bw * hardware.interconnect_efficiency
         self._gemm_chip = GemmChip(chip.num_sms, self._linear_mamf(), self._mem,
                                    params.kernel_latency)
-        self._kv_bytes = kv_bytes_per_token_per_rank(model, tp)
+        self._expert_chip = GemmChip(chip.num_sms, self._linear_mamf(),
+                                     hardware.mem_bw * params.expert_memory_efficiency,
+                                     params.kernel_latency)
+        self._kv_bytes = kv_bytes_per_token_per_rank(model, self._atp)
         self._attn_rate = hardware.flops_bf16 * chip.attention_fraction
         self._routing = None if model.moe is None else ExpertRouting(
             model.moe.num_experts, model.moe.experts_per_token, ep_size, expert_zipf)
@@ -53,8 +77,8 @@ class ForwardKernels:
         self._memo: dict[tuple[int, int, bool], FixedParts] = {}
 
     def _linear_mamf(self) -> float:
-        """GEMMs run at the weight dtype's MAMF; fp8 without fp8 units and int4 weights are
-        dequantised and run at bf16's."""
+        """GEMMs run at the weight dtype's MAMF (nvfp4: the fp4 MAMF); fp8 without fp8 units
+        and int4 weights are dequantised and run at bf16's."""
         dtype = self.model.weight_dtype
         if dtype in WEIGHT_ONLY_DTYPES or self.chip.mamf(dtype) is None:
             return self.chip.mamf_bf16
@@ -63,7 +87,7 @@ class ForwardKernels:
     def _kernel_count(self) -> int:
         """Kernels one forward launches (GEMMs, attention, elementwise, collectives, head)."""
         m, g = self.model, self._gemms
-        gemms = sum(x.count for x in g.rows + g.decode_rows)
+        gemms = sum(x.count for x in g.attention + g.rows + g.decode_rows)
         per_layer = 1 + self.params.elementwise_kernels + (2 if self.tp > 1 else 0)
         return gemms + m.num_layers * per_layer + 2
 
@@ -77,66 +101,140 @@ class ForwardKernels:
 
     def _fixed(self, rows: int, lm_rows: int, decode: bool) -> FixedParts:
         g = self._gemms
-        linear = self._gemms_time(g.rows + (g.decode_rows if decode else ()), rows)
-        experts, alltoall = self._experts(rows)
-        return FixedParts(linear + self._elementwise(rows), self._lm_head(lm_rows),
-                          self._allreduce(rows), experts, alltoall)
+        absorbed = g.decode_rows if decode else ()
+        if self.dp == 1:
+            linear = self._gemms_split(g.attention + g.rows + absorbed, rows)
+        elif self._dense_dp is not None:
+            linear = self._gemms_split(g.attention + absorbed + self._dense_dp, self.rank_rows(rows))
+        else:
+            linear = sum_splits(self._gemms_split(g.attention + absorbed, self.rank_rows(rows)),
+                                self._gemms_split(g.rows, rows))
+        # NOTE: norms, rotary and activation on one attention rank's rows (its share).
+        linear = sum_splits(linear, BoundSplit(memory=self._elementwise(self.rank_rows(rows))))
+        experts, alltoall = self._experts(rows, decode)
+        if self.opts.two_batch_overlap:   # hidden under the other micro-batch's compute
+            alltoall = max(0.0, alltoall - sum(linear) - sum(experts))
+        lm_head, allreduce = self._lm_head(lm_rows), self._allreduce(rows)
+        split = sum_splits(linear, lm_head, experts,
+                           BoundSplit(communication=allreduce + alltoall))
+        return FixedParts(sum(linear), sum(lm_head), allreduce, sum(experts), alltoall, split)
 
-    def _gemms_time(self, gemms: Sequence[Gemm], m: float) -> float:
+    def _gemms_split(self, gemms: Sequence[Gemm], m: float) -> BoundSplit:
         wb, chip = self.model.weight_bytes_per_param, self._gemm_chip
-        return sum(g.count * gemm_time(chip, m, g.n, g.k, wb, self._act).total for g in gemms)
+        return sum_splits(*(_gemm_split(gemm_time(chip, m, g.n, g.k, wb, self._act), g.count)
+                            for g in gemms))
 
     def _elementwise(self, rows: int) -> float:
         per_kernel = self.params.kernel_latency + 2 * rows * self.model.hidden_size * self._act / self._mem
         return self.model.num_layers * self.params.elementwise_kernels * per_kernel
 
-    def _lm_head(self, rows: int) -> float:
+    def _lm_head(self, rows: int) -> BoundSplit:
         if rows == 0:
-            return 0.0
+            return BoundSplit()
         m = self.model
+        if self.opts.dp_lm_head:   # one attention rank's rows, the whole vocabulary
+            return _gemm_split(gemm_time(self._gemm_chip, self.rank_rows(rows), m.vocab_size,
+                                         m.hidden_size, m.weight_bytes_per_param, self._act))
         head = gemm_time(self._gemm_chip, rows, m.vocab_size // self.tp, m.hidden_size,
-                         m.weight_bytes_per_param, self._act).total
-        return head + allgather_time(rows * m.vocab_size * self._act, self.tp, self._bus).total
+                         m.weight_bytes_per_param, self._act)
+        gather = allgather_time(rows * m.vocab_size * self._act, self.tp, self._bus_over(self.tp))
+        return sum_splits(_gemm_split(head), BoundSplit(communication=gather.total))
+
+    def rank_rows(self, rows: int) -> int:
+        """One attention rank's share of a step's rows (all of them without attention DP)."""
+        return -(-rows // self.dp)
 
     def _allreduce(self, rows: int) -> float:
-        m = self.model
-        count = 2 * m.num_layers - (m.num_sparse_layers if self.ep_size > 1 else 0)
-        return count * allreduce_time(rows * m.hidden_size * self._act, self.tp, self._bus).total
+        """Per layer: attention's output over the attention tp, the MLP's over tp (none in a
+        sparse layer under ep > 1, whose experts combine by the all-to-all)."""
+        m, row_bytes = self.model, self.model.hidden_size * self._act
+        if self.dp == 1:
+            mlp = m.num_layers - (m.num_sparse_layers if self.ep_size > 1 else 0)
+            return (m.num_layers + mlp) * allreduce_time(rows * row_bytes, self.tp,
+                                                         self._bus_over(self.tp)).total
+        mlp = self._gathered_layers()
+        attention = allreduce_time(self.rank_rows(rows) * row_bytes, self._atp,
+                                   self._bus_over(self._atp)).total
+        return m.num_layers * attention + mlp * allreduce_time(rows * row_bytes, self.tp,
+                                                               self._bus_over(self.tp)).total
 
-    def _experts(self, rows: int) -> tuple[float, float]:
-        """(routed experts, all-to-all) seconds over the sparse layers, busiest EP rank."""
+    def _gathered_layers(self) -> int:
+        """Layers whose MLP input is gathered over tp (attention DP): the dense ones unless
+        they run data-parallel, the sparse ones unless DeepEP dispatches their tokens."""
+        m = self.model
+        dense = 0 if self._dense_dp is not None else m.num_layers - m.num_sparse_layers
+        return dense + (0 if self.opts.a2a_backend == "deepep" else m.num_sparse_layers)
+
+    def _bus_over(self, ranks: int) -> float:
+        """Per-GPU bandwidth of a collective over `ranks` GPUs: NVLink inside a node, the
+        GPU's network card across nodes (`sim.cluster_network`)."""
+        if ranks <= self._net.gpus_per_node:
+            return self._bus
+        return self._net.nic_bw * NORMAL_A2A_FRACTION
+
+    def _experts(self, rows: int, decode: bool = False) -> tuple[BoundSplit, float]:
+        """(routed experts by bound, all-to-all seconds) over the sparse layers, busiest EP
+        rank."""
         if self._routing is None:
-            return 0.0, 0.0
+            return BoundSplit(), 0.0
         m, load = self.model, self._routing.load(rows)
         if load.experts <= 0:
-            return 0.0, 0.0
+            return BoundSplit(), 0.0
         width, per_expert = m.moe.expert_intermediate_size // (self.tp // self.ep_size), load.pairs / load.experts
-        gemms = (Gemm("experts_gate_up", 2 * width, m.hidden_size, 1),
-                 Gemm("experts_down", m.hidden_size, width, 1))
-        wb, chip = m.weight_bytes_per_param, self._gemm_chip
-        experts = sum(gemm_time(chip, per_expert, g.n, g.k, wb, self._act, load.experts).total
-                      for g in gemms)
+        wb, chip, layers = m.weight_bytes_per_param, self._expert_chip, m.num_sparse_layers
+        experts = sum_splits(*(_gemm_split(gemm_time(chip, per_expert, n, k, wb, self._act,
+                                                     load.experts), layers)
+                               for n, k in ((2 * width, m.hidden_size), (m.hidden_size, width))))
+        if self.opts.a2a_backend == "deepep":
+            a2a = deepep_time(self.rank_rows(rows), m.moe.experts_per_token, m.hidden_size,
+                              self.ep_size, self._net, self._bus, low_latency=decode)
+            return experts, layers * a2a
+        if self.dp > 1:   # the MLP's gather already gave every rank every row
+            return experts, 0.0
         remote = load.pairs * (self.ep_size - 1) / self.ep_size * m.hidden_size * self._act
-        alltoall = 2 * alltoall_time(remote, self.ep_size, self._bus).total
-        return m.num_sparse_layers * experts, m.num_sparse_layers * alltoall
+        return experts, layers * 2 * alltoall_time(remote, self.ep_size, self._bus).total
 
-    def kv_up(self, kv_tokens: int) -> float:
-        """Naive MLA's kv_b over every KV token an extend reads; 0 without MLA."""
-        return self._gemms_time(self._gemms.extend_kv, kv_tokens) if self._gemms.extend_kv else 0.0
+    def kv_up(self, kv_tokens: int) -> BoundSplit:
+        """Naive MLA's kv_b over every KV token an extend reads (an attention rank's share),
+        by bound; nothing without MLA."""
+        if not self._gemms.extend_kv:
+            return BoundSplit()
+        return self._gemms_split(self._gemms.extend_kv, kv_tokens / self.dp)
 
     def decode_attention(self, kv_tokens: int) -> float:
-        """One query per request: read the KV (or compute the pairs, MLA's absorbed heads)."""
-        m = self.model
-        read = kv_tokens * self._kv_bytes / self._mem
-        compute = kv_tokens * m.attention_flops_per_pair / self.tp / self._attn_rate
+        """One query per request: read the KV (or compute the pairs, MLA's absorbed heads),
+        an attention rank's share."""
+        m, kv = self.model, kv_tokens / self.dp
+        read = kv * self._kv_bytes / self._mem
+        compute = kv * m.attention_flops_per_pair / self._atp / self._attn_rate
         return max(read, compute) + m.num_layers * self.params.kernel_latency
 
+    def decode_attention_split(self, kv_tokens: int) -> BoundSplit:
+        """decode_attention's seconds on its bound (compute or memory)."""
+        m, kv = self.model, kv_tokens / self.dp
+        compute = kv * m.attention_flops_per_pair / self._atp / self._attn_rate
+        return split_max(compute, kv * self._kv_bytes / self._mem, self.decode_attention(kv_tokens))
+
     def extend_attention(self, extend_lens: Sequence[int], pairs: int, kv_tokens: int) -> float:
-        """FlashAttention over query tiles of QUERY_TILE rows per head, in waves of the SMs."""
+        """FlashAttention over query tiles of QUERY_TILE rows per head, in waves of the SMs
+        (an attention rank's share of the tiles, pairs and KV)."""
+        return sum(self.extend_attention_split(extend_lens, pairs, kv_tokens))
+
+    def extend_attention_split(self, extend_lens: Sequence[int], pairs: int, kv_tokens: int
+                               ) -> BoundSplit:
+        """extend_attention's seconds on its bound (compute or memory)."""
         m = self.model
-        heads = m.num_heads // self.tp
-        units = heads * sum(-(-e // QUERY_TILE) for e in extend_lens)
+        heads = m.num_heads // self._atp
+        units = heads * sum(-(-e // QUERY_TILE) for e in extend_lens) / self.dp
         filled = units / (math.ceil(units / self.chip.num_sms) * self.chip.num_sms)
-        compute = pairs * m.naive_attention_flops_per_pair / self.tp / (self._attn_rate * filled)
-        read = kv_tokens * self._kv_bytes / self._mem
-        return max(compute, read) + m.num_layers * self.params.kernel_latency
+        compute = pairs / self.dp * m.naive_attention_flops_per_pair / self._atp / (
+            self._attn_rate * filled)
+        read = kv_tokens / self.dp * self._kv_bytes / self._mem
+        return split_max(compute, read,
+                         max(compute, read) + m.num_layers * self.params.kernel_latency)
+
+
+def _gemm_split(t: GemmTime, count: float = 1) -> BoundSplit:
+    """`count` GEMMs of time `t`, whole on their larger side."""
+    seconds = count * t.total
+    return BoundSplit(compute=seconds) if t.compute > t.memory else BoundSplit(memory=seconds)

@@ -5,12 +5,13 @@ Units are SI: FLOP/s, bytes/s, bytes (1 GB = 1e9 bytes, vendor convention). FLOP
 (no 2:4 sparsity). `interconnect_bw` is the per-GPU bandwidth in one direction (NVIDIA quotes
 both directions added: H100's "900 GB/s NVLink" is 450 GB/s each way), which is what a ring
 all-reduce moves data at. `None` for a peak means the chip has no such unit (A100 has no FP8
-tensor cores) or no figure is known; its source says which.
+tensor cores, Hopper no FP4) or no figure is known; its source says which.
 
 Users add or override entries in a JSON file: a top-level object mapping key -> entry, whose
 fields are the `Hardware` field names (SI units), plus an optional `"base": "<known key>"` to
 start from an existing entry. An entry whose key is already known overrides that entry's
 fields. A number changed without a source is sourced to the file it came from.
+`flops_fp4` may be left out (None: no FP4 tensor cores, with NO_FP4_SOURCE as its source).
 
 There is no "this machine" entry: a machine's own numbers come from calibration
 (`sim.calibrated.CalibratedCostModel.fit` on exec's step records), never typed in here.
@@ -25,10 +26,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
-PEAK_FIELDS = ("flops_bf16", "flops_fp8", "flops_fp32")
-OPTIONAL_FIELDS = ("flops_fp8", "flops_fp32")
+PEAK_FIELDS = ("flops_bf16", "flops_fp8", "flops_fp4", "flops_fp32")
+OPTIONAL_FIELDS = ("flops_fp8", "flops_fp4", "flops_fp32")
+# The peak field a GEMM in each canonical dtype runs at (nvfp4: W4A4 on FP4 tensor cores).
+PEAK_FIELD = MappingProxyType({"bf16": "flops_bf16", "fp16": "flops_bf16", "fp8": "flops_fp8",
+                               "nvfp4": "flops_fp4", "fp32": "flops_fp32"})
+NO_FP4_SOURCE = "none given: flops_fp4 left out of the entry (no FP4 tensor cores)"
 EFFICIENCY_FIELDS = ("compute_efficiency", "memory_efficiency", "interconnect_efficiency")
 NUMBER_FIELDS = (*PEAK_FIELDS, "mem_bw", "mem_capacity", "interconnect_bw", *EFFICIENCY_FIELDS)
 CALIBRATED_KEYS = ("this-machine", "local", "calibrated")
@@ -59,10 +65,13 @@ class Hardware:
     interconnect_efficiency: float
     sources: tuple[tuple[str, str], ...]
     low_confidence: bool = False
+    flops_fp4: float | None = None    # dense fp4 (NVFP4) tensor FLOP/s; None: no fp4 units
 
     def __post_init__(self) -> None:
-        if isinstance(self.sources, Mapping):
-            object.__setattr__(self, "sources", tuple(sorted(self.sources.items())))
+        sources = dict(self.sources.items() if isinstance(self.sources, Mapping) else self.sources)
+        if self.flops_fp4 is None:
+            sources.setdefault("flops_fp4", NO_FP4_SOURCE)
+        object.__setattr__(self, "sources", tuple(sorted(sources.items())))
         if not isinstance(self.name, str) or not isinstance(self.low_confidence, bool):
             raise ValueError(f"name must be a string and low_confidence a boolean, got "
                              f"{self.name!r}, {self.low_confidence!r}")
@@ -81,12 +90,10 @@ class Hardware:
                             self.interconnect_efficiency)
 
     def peak_flops(self, dtype: str) -> float | None:
-        """Dense peak FLOP/s for a canonical dtype name (bf16, fp16, fp8, fp32)."""
-        if dtype in ("bf16", "fp16"):
-            return self.flops_bf16
-        if dtype in ("fp8", "fp32"):
-            return getattr(self, f"flops_{dtype}")
-        raise ValueError(f"unknown dtype {dtype!r}; choose one of bf16, fp16, fp8, fp32")
+        """Dense peak FLOP/s for a canonical dtype name (bf16, fp16, fp8, nvfp4, fp32)."""
+        if dtype not in PEAK_FIELD:
+            raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(PEAK_FIELD)}")
+        return getattr(self, PEAK_FIELD[dtype])
 
     def ridge_point(self, dtype: str = "bf16") -> float:
         """FLOP per byte where compute and bandwidth limits meet (peak numbers)."""

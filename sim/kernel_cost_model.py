@@ -14,6 +14,10 @@
 - overhead (CPU): scheduling per step and per request, and the launch of the forward: one
   CUDA graph replay for decode batches up to `cuda_graph_max_bs`, else each kernel launched
   eagerly; launches overlap the device, so only the launch time beyond it is added.
+- attention data parallelism (`attention_dp` ranks): attention on one rank's share of the
+  batch at tp / attention_dp, the MLP and experts on the whole batch (`sim.forward_kernels`);
+  SGLang's wide-EP options (DeepEP all-to-all, data-parallel dense layers and LM head,
+  two-batch overlap): `sim.ep_options`, priced across nodes by `sim.cluster_network`.
 
 Step time = device + overhead, or under the overlap schedule max(device, overhead)
 (`StepCost.time`). Chip constants: `sim.chip_kernels`; the rest: `sim.kernel_params`.
@@ -29,12 +33,13 @@ import numpy as np
 from shared.engine_config import DEFAULT_CUDA_GRAPH_MAX_BS
 from sim.batch_shape import BatchShape
 from sim.chip_kernels import chip_kernels
-from sim.cost_model import CostModel, StepCost
+from sim.cost_model import BoundSplit, CostModel, StepCost, sum_splits
+from sim.ep_options import EPOptions
 from sim.forward_kernels import ForwardKernels
 from sim.hardware import Hardware
 from sim.kernel_params import KernelParams
 from sim.model_shape import ModelShape
-from sim.parallelism import check_ep, check_tp
+from sim.parallelism import check_attention_dp, check_ep
 
 
 @dataclass(frozen=True)
@@ -46,21 +51,24 @@ class KernelCostModel(CostModel):
     expert_zipf: float = 0.0
     params: KernelParams = field(default_factory=KernelParams)
     cuda_graph_max_bs: int = DEFAULT_CUDA_GRAPH_MAX_BS
+    attention_dp: int = 1      # attention data-parallel ranks (SGLang --enable-dp-attention)
+    ep_options: EPOptions = field(default_factory=EPOptions)   # DeepEP, dense DP, TBO
     _kernels: ForwardKernels = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        check_tp(self.tp, self.model_shape)
+        check_attention_dp(self.attention_dp, self.tp, self.model_shape)
         check_ep(self.ep_size, self.tp, self.model_shape)
+        self.ep_options.check(self.attention_dp, self.tp)
         object.__setattr__(self, "_kernels", ForwardKernels(
             self.model_shape, self.hardware, chip_kernels(self.hardware.key), self.params,
-            self.tp, self.ep_size, self.expert_zipf))
+            self.tp, self.ep_size, self.expert_zipf, self.attention_dp, self.ep_options))
 
     def step_cost(self, shape: BatchShape) -> StepCost:
         if shape.rows == 0:
             return StepCost(overhead=self.params.cpu_per_step)
         k, decode = self._kernels, shape.forward_mode.is_decode_or_idle()
         fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode)
-        linear = fixed.linear + (0.0 if decode else k.kv_up(shape.kv_tokens))
+        linear = fixed.linear + (0.0 if decode else sum(k.kv_up(shape.kv_tokens)))
         attention = (k.decode_attention(shape.kv_tokens) if decode
                      else k.extend_attention(shape.extend_lens, shape.attention_pairs,
                                              shape.kv_tokens))
@@ -68,6 +76,34 @@ class KernelCostModel(CostModel):
                         allreduce=fixed.allreduce, experts=fixed.experts, alltoall=fixed.alltoall)
         return cost._replace(overhead=self._overhead(shape.batch_size, shape.rows, decode,
                                                      cost.device))
+
+    def step_split(self, shape: BatchShape) -> BoundSplit:
+        """step_cost's seconds by bound, kernel by kernel (`FixedParts.split` and the
+        attention kernels' own)."""
+        overhead = self.step_cost(shape).overhead
+        if shape.rows == 0:
+            return BoundSplit(cpu=overhead)
+        k, decode = self._kernels, shape.forward_mode.is_decode_or_idle()
+        fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode).split
+        if decode:
+            device = sum_splits(fixed, k.decode_attention_split(shape.kv_tokens))
+        else:
+            device = sum_splits(fixed, k.kv_up(shape.kv_tokens), k.extend_attention_split(
+                shape.extend_lens, shape.attention_pairs, shape.kv_tokens))
+        return device._replace(cpu=overhead)
+
+    def decode_step_bound(self, seq_lens: np.ndarray, padded_batch_size: int,
+                          overlap: bool = False) -> str:
+        """step_bound(BatchShape.decode(seq_lens, padded), overlap) from the KV total (the
+        operations of decode_step_times for its overhead)."""
+        b, rows, k = len(seq_lens), padded_batch_size, self._kernels
+        if rows == 0:
+            return super().decode_step_bound(seq_lens, padded_batch_size, overlap)
+        kv, fixed = int(np.add.reduce(seq_lens)) + rows - b, k.fixed(rows, rows, True)
+        device = (fixed.linear + k.decode_attention(kv) + fixed.lm_head + fixed.allreduce
+                  + fixed.experts + fixed.alltoall)
+        split = sum_splits(fixed.split, k.decode_attention_split(kv))
+        return split._replace(cpu=self._overhead(b, rows, True, device)).bound(overlap)
 
     def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int,
                           overlap: bool = False) -> Iterator[float]:
@@ -89,7 +125,10 @@ class KernelCostModel(CostModel):
             kv += b
 
     def _overhead(self, batch_size: int, rows: int, decode: bool, device: float) -> float:
-        p = self.params
-        graph = decode and rows <= self.cuda_graph_max_bs
-        launch = p.graph_replay if graph else p.launch_per_kernel * self._kernels.kernel_count
-        return p.cpu_per_step + p.cpu_per_request * batch_size + max(0.0, launch - device)
+        # NOTE: under attention DP each rank's scheduler runs its share of the batch, all
+        # ranks at once; a rank's CUDA graph covers its own rows.
+        p, k = self.params, self._kernels
+        graph = decode and k.rank_rows(rows) <= self.cuda_graph_max_bs
+        launch = p.graph_replay if graph else p.launch_per_kernel * k.kernel_count
+        requests = batch_size if self.attention_dp == 1 else k.rank_rows(batch_size)
+        return p.cpu_per_step + p.cpu_per_request * requests + max(0.0, launch - device)

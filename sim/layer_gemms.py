@@ -27,15 +27,17 @@ class Gemm(NamedTuple):
 
 
 class ForwardGemms(NamedTuple):
-    rows: tuple[Gemm, ...]           # over the step's token rows, every step
-    decode_rows: tuple[Gemm, ...]    # over the rows of decode steps only (MLA absorbed)
+    attention: tuple[Gemm, ...]      # attention projections over an attention rank's rows
+    rows: tuple[Gemm, ...]           # MLP, router and shared experts over the step's rows
+    decode_rows: tuple[Gemm, ...]    # over an attention rank's rows of decode steps (MLA absorbed)
     extend_kv: tuple[Gemm, ...]      # over the KV tokens of extend steps (MLA naive kv_b)
 
 
-def forward_gemms(m: ModelShape, tp: int) -> ForwardGemms:
-    """The GEMMs of a forward on one of `tp` ranks."""
-    layers, sparse = m.num_layers, m.num_sparse_layers
-    gemms = [*_attention(m, tp, layers)]
+def forward_gemms(m: ModelShape, tp: int, attention_tp: int | None = None) -> ForwardGemms:
+    """The GEMMs of a forward on one of `tp` ranks, the attention projections sharded over
+    `attention_tp` GPUs (None: tp; below tp under attention data parallelism)."""
+    layers, sparse, atp = m.num_layers, m.num_sparse_layers, attention_tp or tp
+    attention, gemms = tuple(_attention(m, atp, layers)), []
     if layers - sparse:
         gemms += _mlp(m.hidden_size, m.intermediate_size, tp, layers - sparse, "mlp")
     if sparse:
@@ -43,8 +45,8 @@ def forward_gemms(m: ModelShape, tp: int) -> ForwardGemms:
         if m.moe.shared_intermediate_size:
             gemms += _mlp(m.hidden_size, m.moe.shared_intermediate_size, tp, sparse, "shared")
     if m.mla is None:
-        return ForwardGemms(tuple(gemms), (), ())
-    return ForwardGemms(tuple(gemms), _absorbed(m, tp), (_kv_b(m, tp),))
+        return ForwardGemms(attention, tuple(gemms), (), ())
+    return ForwardGemms(attention, tuple(gemms), _absorbed(m, atp), (_kv_b(m, atp),))
 
 
 def _attention(m: ModelShape, tp: int, layers: int) -> list[Gemm]:

@@ -92,7 +92,7 @@ class ModelShape:
 
     @property
     def weight_bytes_per_param(self) -> float:
-        """2 for bf16, 1 for fp8, 0.5 for int4 (an int except for int4)."""
+        """2 for bf16, 1 for fp8, 0.5625 for nvfp4 (with its block scales), 0.5 for int4."""
         return WEIGHT_DTYPE_BYTES[self.weight_dtype]
 
     # --- parameters ---------------------------------------------------------------------

@@ -2,6 +2,17 @@
 (`sim.embedded_configs`), a config.json path or a config dict into a `ModelShape`
 (`sim.model_shape`) through the shared reader `shared.hf_config.HFConfig`, which reads the
 dense sizes, the mixture-of-experts routing, MLA and the checkpoint's `quantization_config`.
+
+Llama-4 (`Llama4ForConditionalGeneration`, its language model in `text_config`; or a flat
+`llama4_text` config) is read as the Qwen-MoE layout the shared reader knows (`text_config`
+below): `intermediate_size_mlp` is the dense layers' MLP, `intermediate_size` both the routed
+experts' and the one shared expert's width, and every `interleave_moe_layer_step`-th layer
+(or the listed `moe_layers`) is sparse. Its chunked attention (each token of a RoPE layer sees
+only its own `attention_chunk_size` chunk; Maverick: 3 of 4 layers, chunks of 8192) is priced
+as full attention, in FLOPs and in KV bytes: exact while sequences stay below
+attention_chunk_size, an over-estimate beyond (ModelShape has no per-layer attention span to
+cap). The KV cache holds every layer's full history, as SGLang does without its hybrid
+chunked cache. The vision tower is not priced.
 """
 
 from __future__ import annotations
@@ -19,7 +30,11 @@ from sim.precision import DTYPE_ALIASES, DTYPE_BYTES, canonical_dtype, checkpoin
 
 __all__ = ["DTYPE_ALIASES", "DTYPE_BYTES", "EMBEDDED_CONFIGS", "ModelShape", "canonical_dtype",
            "causal_pairs", "config_dict", "embedded_configs", "get_model_shape",
-           "shape_from_config"]
+           "shape_from_config", "text_config"]
+
+LLAMA4_ARCHITECTURES = ("Llama4ForConditionalGeneration", "Llama4ForCausalLM")
+LLAMA4_MODEL_TYPES = ("llama4", "llama4_text")
+LLAMA4_DENSE_MLP_DEFAULT = 16384   # transformers' Llama4TextConfig.intermediate_size_mlp
 
 
 def embedded_configs() -> dict[str, dict[str, Any]]:
@@ -63,10 +78,11 @@ def shape_from_config(config: Mapping[str, Any], name: str = "config",
                       weight_dtype: str | None = None, kv_dtype: str = "bf16") -> ModelShape:
     """Read a config.json dict through the shared reader (`shared.hf_config.HFConfig`).
 
-    NOTE: a sliding window is priced as full attention (an upper bound), and an
-    architecture outside the known families as the shape its sizes give."""
+    NOTE: a sliding window and Llama-4's chunked attention are priced as full attention (an
+    upper bound; exact below the window or chunk), and an architecture outside the known
+    families as the shape its sizes give."""
     try:
-        c = HFConfig.from_dict(dict(config))
+        c = HFConfig.from_dict(text_config(config))
     except InvalidModelConfig as e:
         raise ValueError(f"{name}: {e} (a config needs hidden_size, num_hidden_layers, "
                          f"num_attention_heads, intermediate_size, vocab_size, and the MoE "
@@ -79,3 +95,31 @@ def shape_from_config(config: Mapping[str, Any], name: str = "config",
         max_position_embeddings=c.max_position_embeddings, qkv_bias=c.qkv_bias,
         qk_norm=c.qk_norm, weight_dtype=checkpoint if weight_dtype is None else weight_dtype,
         kv_dtype=kv_dtype, moe=c.moe, mla=c.mla)
+
+
+def text_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The language model's config dict: a Llama-4 config rewritten into the Qwen-MoE field
+    names (module doc), any other config as it is."""
+    text = dict(config.get("text_config") or config)
+    names = tuple(config.get("architectures") or ())
+    if not (set(names) & set(LLAMA4_ARCHITECTURES)
+            or config.get("model_type") in LLAMA4_MODEL_TYPES):
+        return dict(config)
+    text.setdefault("tie_word_embeddings", bool(config.get("tie_word_embeddings", False)))
+    expert = text.get("intermediate_size")
+    text.update(architectures=["Llama4ForCausalLM"],
+                intermediate_size=text.get("intermediate_size_mlp", LLAMA4_DENSE_MLP_DEFAULT),
+                moe_intermediate_size=expert, shared_expert_intermediate_size=expert,
+                **_llama4_sparse_layers(text))
+    return text
+
+
+def _llama4_sparse_layers(text: dict[str, Any]) -> dict[str, Any]:
+    """Llama-4's MoE layers in Qwen-MoE's terms: the listed `moe_layers`, else every
+    interleave_moe_layer_step-th layer (layers step-1, 2*step-1, ..., as transformers)."""
+    moe_layers = text.get("moe_layers")
+    if moe_layers is None:
+        return {"decoder_sparse_step": text.get("interleave_moe_layer_step", 1),
+                "mlp_only_layers": []}
+    moe, layers = set(moe_layers), int(text.get("num_hidden_layers") or 0)
+    return {"decoder_sparse_step": 1, "mlp_only_layers": [i for i in range(layers) if i not in moe]}

@@ -5,6 +5,11 @@ tp GPUs run attention and the shared linears tensor-parallel; the routed experts
 expert-parallel over ep ranks (SGLang's `--ep-size`), each expert split over tp / ep GPUs
 (moe_tp), so ep must divide tp and the experts, and moe_tp the expert width. A GPU holds
 1 / tp of the shared weights and E / ep experts at 1 / moe_tp each: 1 / tp of them as well.
+
+Attention data parallelism (SGLang's `--enable-dp-attention --dp-size d`): the tp GPUs form
+d attention ranks, each running attention tensor-parallel over tp / d GPUs (the attention
+tp) on its own requests; so a GPU holds 1 / (tp / d) of the attention weights and its
+rank's KV cache, while the MLP and the experts stay sharded over all tp GPUs.
 """
 
 from __future__ import annotations
@@ -51,10 +56,27 @@ def check_ep(ep_size: int, tp: int, model: ModelShape) -> None:
                          f"{moe.expert_intermediate_size}")
 
 
-def weight_bytes_per_gpu(model: ModelShape, tp: int, ep_size: int = 1) -> float:
-    """Weight bytes one GPU holds: the shared weights / tp, the routed experts / (ep * moe_tp)."""
+def check_attention_dp(attention_dp: int, tp: int, model: ModelShape) -> None:
+    """attention_dp must be a positive int dividing tp, and tp / attention_dp a valid tp for
+    the attention heads (`check_tp`)."""
+    _positive_int("dp_size", attention_dp)
+    if tp % attention_dp:
+        raise ValueError(f"dp_size={attention_dp} does not divide tp={tp} (attention data "
+                         f"parallelism splits the tp GPUs into dp_size attention ranks)")
+    check_tp(tp // attention_dp, model)
+
+
+def weight_bytes_per_gpu(model: ModelShape, tp: int, ep_size: int = 1,
+                         attention_dp: int = 1) -> float:
+    """Weight bytes one GPU holds: the attention weights / (tp / attention_dp), the other
+    shared weights / tp, the routed experts / (ep * moe_tp)."""
     experts = model.expert_weight_bytes
-    return (model.weight_bytes - experts) / tp + experts / ep_size / (tp // ep_size)
+    if attention_dp == 1:
+        return (model.weight_bytes - experts) / tp + experts / ep_size / (tp // ep_size)
+    attention = model.num_layers * model.attention_params_per_layer * model.weight_bytes_per_param
+    shared = model.weight_bytes - experts - attention
+    return (shared / tp + attention / (tp // attention_dp)
+            + experts / ep_size / (tp // ep_size))
 
 
 def kv_bytes_per_token_per_rank(model: ModelShape, tp: int) -> int:

@@ -16,8 +16,9 @@ KV heads while tp <= kv_heads, and the LM head, which is vocab-parallel):
 steps absorbed and extend/mixed steps naive (kv_b per KV token; `sim.model_shape`). KV bytes
 per token per rank come from `shared.kv_cache_layout` (MLA's latent is replicated on every
 rank). A rate is peak * achieved efficiency. Linear layers and experts run at the weight
-dtype's peak (fp8 weights on hardware without fp8 units, and int4 weights, run weight-only at
-the bf16 rate); attention runs on bf16 activations (fp32 for fp32 weights). Padding rows
+dtype's peak (nvfp4 at the fp4 peak, its weights at 0.5625 bytes; fp8 weights on hardware
+without fp8 units, and int4 weights, run weight-only at the bf16 rate); attention runs on
+bf16 activations (fp32 for fp32 weights). Padding rows
 count as decode rows with seq_len 1 (see BatchShape). Activation traffic and KV writes are
 not priced.
 """
@@ -32,11 +33,17 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.batch_shape import BatchShape
-from sim.cost_model import CostModel, StepCost
+from sim.cost_model import BoundSplit, CostModel, StepCost, split_max, sum_splits
 from sim.expert_cost import ExpertCost, expert_cost
-from sim.hardware import Efficiencies, Hardware
+from sim.hardware import PEAK_FIELD, Efficiencies, Hardware
 from sim.model_shape import ModelShape
-from sim.parallelism import check_ep, check_tp, kv_bytes_per_token_per_rank, weight_bytes_per_gpu
+from sim.parallelism import (
+    check_attention_dp,
+    check_ep,
+    check_tp,
+    kv_bytes_per_token_per_rank,
+    weight_bytes_per_gpu,
+)
 from sim.precision import DTYPE_BYTES, WEIGHT_ONLY_DTYPES
 
 OVERHEAD_SOURCE = ("BLIS: ~126 us per step + 32 us per layer of CPU/launch overhead "
@@ -85,6 +92,8 @@ class RooflineCostModel(CostModel):
     expert_zipf: float = 0.0                   # Zipf exponent of expert popularity (0: uniform)
     _rates: _Rates = field(init=False, repr=False, compare=False)
     _experts: ExpertCost | None = field(init=False, repr=False, compare=False)
+    _decode_splits: dict[int, BoundSplit] = field(default_factory=dict, init=False,
+                                                  repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_tp(self.tp, self.model_shape)
@@ -136,7 +145,7 @@ class RooflineCostModel(CostModel):
             return hw.flops_bf16  # weight-only fp8: dequantised to bf16 in the GEMM
         if peak is None:
             raise ValueError(f"{hw.key} has no {dtype} peak in the catalogue "
-                             f"({hw.source('flops_' + dtype)}); add one in a hardware JSON file")
+                             f"({hw.source(PEAK_FIELD[dtype])}); add one in a hardware JSON file")
         return peak
 
     @property
@@ -151,6 +160,62 @@ class RooflineCostModel(CostModel):
             linear=self.linear_time(shape), attention=self.attention_time(shape),
             lm_head=self.lm_head_time(shape), allreduce=self.allreduce_time(shape),
             experts=experts, alltoall=alltoall, overhead=self._rates.overhead)
+
+    def step_split(self, shape: BatchShape) -> BoundSplit:
+        """step_cost's parts by bound: each max(compute, memory) part on its larger side."""
+        if shape.rows == 0:
+            return BoundSplit(cpu=self.effective_overheads.per_step)
+        return sum_splits(self._rows_split(shape), split_max(*self._attention_terms(shape)))
+
+    def decode_step_bound(self, seq_lens: np.ndarray, padded_batch_size: int,
+                          overlap: bool = False) -> str:
+        """step_bound(BatchShape.decode(seq_lens, padded), overlap) from the KV total, the
+        parts that depend on the row count alone memoised."""
+        rows, b = padded_batch_size, len(seq_lens)
+        if rows == 0:
+            return super().decode_step_bound(seq_lens, padded_batch_size, overlap)
+        fixed = self._decode_splits.get(rows)
+        if fixed is None:
+            fixed = self._decode_splits[rows] = self._rows_split(
+                BatchShape.decode(np.ones(rows, np.int64), rows))
+        kv, r = int(np.add.reduce(seq_lens)) + rows - b, self._rates
+        compute, memory = kv * r.attention_per_pair, kv * r.attention_per_kv_token
+        if compute > memory:
+            return fixed._replace(compute=fixed.compute + compute).bound(overlap)
+        return fixed._replace(memory=fixed.memory + memory).bound(overlap)
+
+    def _rows_split(self, shape: BatchShape) -> BoundSplit:
+        """step_split but attention: linear, LM head, experts, collectives, overhead."""
+        r, lm_rows = self._rates, shape.padded_lm_head_rows
+        lm_head = (lm_rows * r.lm_head_per_row, r.lm_head_weights) if lm_rows else (0.0, 0.0)
+        collectives = self.allreduce_time(shape) + self.expert_times(shape.rows)[1]
+        return sum_splits(split_max(*self._linear_terms(shape)), split_max(*lm_head),
+                          split_max(*self._expert_terms(shape.rows)),
+                          BoundSplit(communication=collectives, cpu=r.overhead))
+
+    def _linear_terms(self, shape: BatchShape) -> tuple[float, float]:
+        """(compute, memory) seconds of linear_time (its max)."""
+        r = self._rates
+        if r.kv_up_per_kv_token == 0 or shape.forward_mode.is_decode_or_idle():
+            return shape.rows * r.linear_per_row, r.linear_weights
+        return (shape.rows * r.naive_linear_per_row + shape.kv_tokens * r.kv_up_per_kv_token,
+                r.linear_weights)
+
+    def _attention_terms(self, shape: BatchShape) -> tuple[float, float]:
+        """(compute, memory) seconds of attention_time (its max)."""
+        r = self._rates
+        per_pair = (r.attention_per_pair if shape.forward_mode.is_decode_or_idle()
+                    else r.naive_attention_per_pair)
+        return shape.attention_pairs * per_pair, shape.kv_tokens * r.attention_per_kv_token
+
+    def _expert_terms(self, rows: int) -> tuple[float, float]:
+        """(compute, memory) seconds of the routed experts (ExpertCost.times' max)."""
+        e = self._experts
+        if e is None:
+            return 0.0, 0.0
+        load = e.routing.load(rows)
+        return (e.sparse_layers * load.pairs * e.seconds_per_pair,
+                e.sparse_layers * load.experts * e.seconds_per_expert)
 
     def expert_times(self, rows: int) -> tuple[float, float]:
         """(experts, alltoall) seconds of a step of `rows` token rows; zeros when dense."""
@@ -211,25 +276,30 @@ class RooflineCostModel(CostModel):
 
 def kv_capacity_tokens(model_shape: ModelShape, hardware: Hardware, tp: int = 1,
                        max_total_tokens: int | None = None,
-                       reserve_fraction: float = DEFAULT_RESERVE_FRACTION, ep_size: int = 1) -> int:
+                       reserve_fraction: float = DEFAULT_RESERVE_FRACTION, ep_size: int = 1,
+                       attention_dp: int = 1, extra_weight_bytes: float = 0.0) -> int:
     """KV tokens the engine can hold. A real run's `max_total_tokens`, when given, always
     wins. Else per rank: (capacity * (1 - reserve_fraction) - weights per GPU) / KV bytes per
     token per rank, i.e. (capacity * tp - weights - reserve) / KV bytes per token when tp
     divides the KV heads (weights per GPU: `sim.parallelism.weight_bytes_per_gpu`).
     `reserve_fraction` of memory is kept for activations, CUDA graphs and the allocator (an
-    assumption; import the real value when you have a run)."""
+    assumption; import the real value when you have a run). Under attention data
+    parallelism each of the `attention_dp` ranks holds its own requests' KV at the attention
+    tp (tp / attention_dp), so the engine holds attention_dp times one rank's tokens.
+    `extra_weight_bytes`: weights a GPU holds beyond its shard (`EPOptions`)."""
     if max_total_tokens is not None:
         if isinstance(max_total_tokens, bool) or not isinstance(max_total_tokens, int) \
                 or max_total_tokens < 1:
             raise ValueError(f"max_total_tokens must be a positive integer, got {max_total_tokens!r}")
         return max_total_tokens
-    check_tp(tp, model_shape)
+    check_attention_dp(attention_dp, tp, model_shape)   # and tp / attention_dp for the heads
     check_ep(ep_size, tp, model_shape)
     if not 0 <= reserve_fraction < 1:
         raise ValueError(f"reserve_fraction must be in [0, 1), got {reserve_fraction!r}")
-    weights = weight_bytes_per_gpu(model_shape, tp, ep_size)
+    weights = weight_bytes_per_gpu(model_shape, tp, ep_size, attention_dp) + extra_weight_bytes
     free = hardware.mem_capacity * (1 - reserve_fraction) - weights
-    tokens = int(free // kv_bytes_per_token_per_rank(model_shape, tp))
+    per_rank = kv_bytes_per_token_per_rank(model_shape, tp // attention_dp)
+    tokens = int(free // per_rank) * attention_dp
     if tokens < 1:
         raise ValueError(
             f"{model_shape.name} ({model_shape.weight_dtype}) does not fit on {tp}x {hardware.key}: "

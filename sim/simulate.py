@@ -8,7 +8,11 @@ and the SimPy driver. The trace header records the model's config.json and the e
 "cost_model"}`.
 
 A run's parallelism and dtypes (keywords of `simulate`): `ep_size`
-(SGLang's `--ep-size`, dividing tp and the experts), `quantization` (`--quantization`: fp8,
+(SGLang's `--ep-size`, dividing tp and the experts), `dp_size` with `enable_dp_attention`
+(SGLang's attention data parallelism: dp_size attention ranks over the tp GPUs, each
+serving its share of the requests; priced by the "kernel" cost model, with the requests
+taken as spread evenly over the ranks), `ep_options` (SGLang's wide-EP flags:
+`sim.ep_options.EPOptions`), `quantization` (`--quantization`: fp8,
 int4-weight-only, none; None keeps the checkpoint's `quantization_config`), `kv_cache_dtype`
 (`--kv-cache-dtype`) and `expert_zipf` (hot experts: `sim.expert_routing`). Bad values raise
 ValueError naming the field before anything runs.
@@ -23,7 +27,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from shared.engine_config import DEFAULT_CUDA_GRAPH_MAX_BS, EngineConfig, ModelInfo
+from shared.engine_config import (
+    DEFAULT_CUDA_GRAPH_MAX_BS,
+    EngineConfig,
+    ModelInfo,
+    derive_max_running,
+)
 from shared.hf_config import eos_token_ids
 from shared.run_result import SLO, RunResult
 from shared.scheduler import Scheduler
@@ -31,6 +40,7 @@ from shared.workload import Workload
 from sim.calibrated import CalibratedCostModel
 from sim.cost_model import CostModel, ZeroCostModel
 from sim.driver import drive_workload
+from sim.ep_options import EPOptions
 from sim.hardware import Hardware, get_hardware
 from sim.kernel_cost_model import KernelCostModel
 from sim.kernel_params import KernelParams
@@ -41,10 +51,11 @@ from sim.model_shapes import (
     get_model_shape,
     shape_from_config,
 )
-from sim.parallelism import check_ep, check_tp
+from sim.parallelism import check_attention_dp, check_ep, check_tp
 from sim.precision import check_precision, run_dtypes
 from sim.roofline import RooflineCostModel, kv_capacity_tokens
 from sim.sim_model_runner import SimModelRunner
+from sim.step_bounds import step_bounds
 from sim.token_source import SyntheticTokenSource, TokenSource
 
 ModelSpec = str | os.PathLike[str] | Mapping[str, Any]
@@ -64,11 +75,13 @@ class Simulation(NamedTuple):
 
 def simulate(workload: Workload, *, model: ModelSpec = "llama-3-8b",
              hardware: str | os.PathLike[str] = "h100", tp: int = 1, ep_size: int = 1,
+             dp_size: int = 1, enable_dp_attention: bool = False,
+             ep_options: EPOptions | None = None,
              quantization: str | None = None, kv_cache_dtype: str = "auto",
              expert_zipf: float = 0.0, cost_model: CostModelSpec = None,
              kernel_params: KernelParams | None = None,
              token_source: TokenSource | None = None, seed: int = 0, slo: SLO | None = None,
-             progress: bool = False, **engine_args: Any) -> RunResult:
+             progress: bool = False, bounds: bool = True, **engine_args: Any) -> RunResult:
     """Serve `workload` and return its RunResult.
 
     `model`: an embedded key (`sim.model_shapes.EMBEDDED_CONFIGS`), a config.json path or a
@@ -78,22 +91,29 @@ def simulate(workload: Workload, *, model: ModelSpec = "llama-3-8b",
     `token_source`: None (SyntheticTokenSource(seed, vocab, eos)) or any TokenSource; its
     `finished` is the driver's finished hook. `kernel_params`: the constants of the "kernel"
     cost model (`sim.kernel_params`). `engine_args`: EngineConfig fields. `ep_size`,
-    `quantization`, `kv_cache_dtype`, `expert_zipf`: see the module doc.
+    `dp_size`, `enable_dp_attention`, `quantization`, `kv_cache_dtype`, `expert_zipf`: see
+    the module doc.
+    `bounds`: fill the steps' `bound` column (each recorded batch re-priced once after the
+    run, `sim.step_bounds`); False leaves it "" and saves that pass.
     Raises ValueError for unknown keys, bad parameters or an empty workload."""
     if not len(workload):
         raise ValueError("the workload has no requests")
     s = build_simulation(model=model, hardware=hardware, tp=tp, ep_size=ep_size,
-                         quantization=quantization, kv_cache_dtype=kv_cache_dtype,
+                         dp_size=dp_size, enable_dp_attention=enable_dp_attention,
+                         ep_options=ep_options, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
                          expert_zipf=expert_zipf, cost_model=cost_model,
                          kernel_params=kernel_params,
                          token_source=token_source, seed=seed, **engine_args)
     trace = drive_workload(s.scheduler, s.runner, workload,
                            finished_hook=s.token_source.finished, progress=progress)
-    return RunResult.from_trace(trace, slo)
+    steps = step_bounds(s.cost_model, trace, s.runner.overlap) if bounds else None
+    return RunResult.from_trace(trace, slo, steps)
 
 
 def build_simulation(*, model: ModelSpec = "llama-3-8b",
                      hardware: str | os.PathLike[str] = "h100", tp: int = 1, ep_size: int = 1,
+                     dp_size: int = 1, enable_dp_attention: bool = False,
+                     ep_options: EPOptions | None = None,
                      quantization: str | None = None, kv_cache_dtype: str = "auto",
                      expert_zipf: float = 0.0, cost_model: CostModelSpec = None,
                      kernel_params: KernelParams | None = None,
@@ -104,18 +124,28 @@ def build_simulation(*, model: ModelSpec = "llama-3-8b",
     hw = get_hardware(hardware)
     shape = shape.with_dtypes(*run_dtypes(shape.weight_dtype, quantization, kv_cache_dtype))
     check_precision(hw, shape.weight_dtype, quantization)
-    check_tp(tp, shape)
+    ep_options = ep_options or EPOptions()
+    shape = ep_options.physical_shape(shape)
+    attention_dp = attention_dp_ranks(dp_size, enable_dp_attention, tp, shape)
+    check_tp(tp // attention_dp, shape)   # the attention heads split over the attention tp
     check_ep(ep_size, tp, shape)
+    ep_options.check(attention_dp, tp)
     engine = engine_config(engine_args)
     info = model_info(config_json, shape)
     cost = resolve_cost_model(cost_model, shape, hw, tp, ep_size, expert_zipf,
-                              graph_batch_limit(engine), kernel_params)
-    capacity = kv_capacity_tokens(shape, hw, tp, engine.max_total_tokens, ep_size=ep_size)
+                              graph_batch_limit(engine), kernel_params, attention_dp, ep_options)
+    capacity = kv_capacity_tokens(shape, hw, tp, engine.max_total_tokens, ep_size=ep_size,
+                                  attention_dp=attention_dp,
+                                  extra_weight_bytes=ep_options.replicated_weight_bytes(shape, tp))
+    if attention_dp > 1:
+        engine = dp_attention_running_cap(engine, capacity, info.context_length, attention_dp)
     scheduler = Scheduler(engine, info, kv_capacity=capacity)
     scheduler.trace.model_config = config_json
     scheduler.trace.executor = {"kind": "sim", "hardware": hw.key, "tp": tp,
-                                **run_extras(shape, ep_size, expert_zipf),
+                                **run_extras(shape, ep_size, expert_zipf, attention_dp),
                                 "cost_model": describe_cost_model(cost)}
+    if not ep_options.is_default:
+        scheduler.trace.executor["ep_options"] = dataclasses.asdict(ep_options)
     source = token_source or SyntheticTokenSource(seed, info.vocab_size, info.eos_token_ids)
     runner = SimModelRunner(cost, source, scheduler.config, info)
     return Simulation(scheduler, runner, source, cost, shape, hw)
@@ -136,13 +166,46 @@ def load_model(model: ModelSpec) -> tuple[dict[str, Any], ModelShape]:
     return config, shape_from_config(config, shape.name)
 
 
-def run_extras(shape: ModelShape, ep_size: int, expert_zipf: float) -> dict[str, Any]:
+def attention_dp_ranks(dp_size: int, enable_dp_attention: bool, tp: int,
+                       shape: ModelShape) -> int:
+    """The attention data-parallel ranks of a run (1 without attention DP). ValueError for
+    dp_size > 1 without enable_dp_attention (independent replicas, which one simulated engine
+    does not model) or a dp_size that does not split tp into valid attention ranks."""
+    if not isinstance(enable_dp_attention, bool):
+        raise ValueError(f"enable_dp_attention must be a bool, got {enable_dp_attention!r}")
+    if not enable_dp_attention:
+        if dp_size != 1:
+            raise ValueError(f"dp_size={dp_size!r} without enable_dp_attention would be "
+                             f"independent replicas behind a router, which the simulator does "
+                             f"not model yet; pass enable_dp_attention=True for SGLang's "
+                             f"attention data parallelism")
+        return 1
+    check_attention_dp(dp_size, tp, shape)
+    return dp_size
+
+
+def dp_attention_running_cap(engine: EngineConfig, capacity: int, model_context: int,
+                             attention_dp: int) -> EngineConfig:
+    """The engine with SGLang's running-request cap of `attention_dp` ranks: each rank's
+    scheduler derives its own (semantics §3.1, from its 1 / attention_dp of the KV), and
+    a --max-running-requests value is split over the ranks, so one scheduler standing
+    for all of them holds attention_dp times a rank's cap."""
+    context = engine.context_length or model_context
+    per_rank = engine.max_running_requests // attention_dp if engine.max_running_requests \
+        else None
+    cap = derive_max_running(per_rank, capacity // attention_dp, context)
+    return dataclasses.replace(engine, max_running_requests=max(1, cap) * attention_dp)
+
+
+def run_extras(shape: ModelShape, ep_size: int, expert_zipf: float,
+               attention_dp: int = 1) -> dict[str, Any]:
     """The executor header's parallelism and dtype fields that differ from the defaults
-    (ep_size 1, bf16 weights and KV, uniform routing), so a dense default run's header is
-    unchanged."""
-    extras = {"ep_size": ep_size, "weight_dtype": shape.weight_dtype,
+    (ep_size 1, no attention DP, bf16 weights and KV, uniform routing), so a dense default
+    run's header is unchanged."""
+    extras = {"ep_size": ep_size, "attention_dp": attention_dp, "weight_dtype": shape.weight_dtype,
               "kv_dtype": shape.kv_dtype, "expert_zipf": expert_zipf}
-    defaults = {"ep_size": 1, "weight_dtype": "bf16", "kv_dtype": "bf16", "expert_zipf": 0.0}
+    defaults = {"ep_size": 1, "attention_dp": 1, "weight_dtype": "bf16", "kv_dtype": "bf16",
+                "expert_zipf": 0.0}
     return {k: v for k, v in extras.items() if v != defaults[k]}
 
 
@@ -164,18 +227,25 @@ def engine_config(engine_args: Mapping[str, Any]) -> EngineConfig:
 def resolve_cost_model(cost_model: CostModelSpec, shape: ModelShape, hardware: Hardware,
                        tp: int, ep_size: int = 1, expert_zipf: float = 0.0,
                        cuda_graph_max_bs: int | None = None,
-                       kernel_params: KernelParams | None = None) -> CostModel:
+                       kernel_params: KernelParams | None = None,
+                       attention_dp: int = 1, ep_options: EPOptions | None = None) -> CostModel:
     """None or "roofline": the roofline; "kernel": the kernel-level model
     (`sim.kernel_cost_model`, with `kernel_params` or the defaults); a CostModel as it is;
-    a path: a calibrated model's JSON."""
-    if cost_model is None or cost_model == "roofline":
-        return RooflineCostModel(shape, hardware, tp, ep_size=ep_size, expert_zipf=expert_zipf)
+    a path: a calibrated model's JSON. Attention DP (`attention_dp` > 1) is priced by the
+    kernel model only: ValueError for the others."""
     if cost_model == "kernel":
         graphs = {} if cuda_graph_max_bs is None else {"cuda_graph_max_bs": cuda_graph_max_bs}
         return KernelCostModel(shape, hardware, tp, ep_size, expert_zipf,
-                               kernel_params or KernelParams(), **graphs)
+                               kernel_params or KernelParams(), attention_dp=attention_dp,
+                               ep_options=ep_options or EPOptions(), **graphs)
     if isinstance(cost_model, CostModel):
         return cost_model
+    if attention_dp > 1:
+        raise ValueError(f"attention data parallelism (dp_size={attention_dp}) is priced by "
+                         f"the kernel cost model only; pass cost_model='kernel' "
+                         f"(--cost-model kernel)")
+    if cost_model is None or cost_model == "roofline":
+        return RooflineCostModel(shape, hardware, tp, ep_size=ep_size, expert_zipf=expert_zipf)
     if isinstance(cost_model, (str, os.PathLike)):
         if not Path(cost_model).is_file():
             raise ValueError(f"cost model file {os.fspath(cost_model)!r} does not exist "
@@ -201,7 +271,8 @@ def describe_cost_model(cost: CostModel) -> str:
     if isinstance(cost, KernelCostModel):
         m, ep = cost.model_shape, f", ep={cost.ep_size}" if cost.ep_size > 1 else ""
         dtype = "" if m.weight_dtype == "bf16" else f", {m.weight_dtype}"
-        return f"kernel({m.name}, {cost.hardware.key}, tp={cost.tp}{ep}{dtype})"
+        dp = f", dp_attention={cost.attention_dp}" if cost.attention_dp > 1 else ""
+        return f"kernel({m.name}, {cost.hardware.key}, tp={cost.tp}{ep}{dp}{dtype})"
     if isinstance(cost, CalibratedCostModel):
         return f"calibrated({cost.source or 'unknown source'})"
     if isinstance(cost, ZeroCostModel):

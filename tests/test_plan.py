@@ -10,14 +10,17 @@ import pytest
 from experiments.cli import main
 from experiments.plan.cmd import EXIT_INFEASIBLE
 from experiments.plan.grid import Grid, parse_list
-from experiments.plan.report import SECTIONS
+from experiments.plan.point import PlanSpec, WorkloadSpec
+from experiments.plan.report import SECTIONS, band_columns, rate_band
 from experiments.plan.search import RateSearch
 from experiments.plan.slo import SLOTargets
+from sim.model_error import NO_BAND, error_band
 
 SMALL = ["plan", "--model", "smollm2-135m", "--workload", "synthetic", "--prompt-len", "64",
          "--output-len", "16", "--num-requests", "40", "--seeds", "1", "--rate-tolerance", "0.2",
          "--chunked-prefill-size", "512", "--max-running-requests", "8,auto", "--jobs", "1",
          "--no-progress"]
+ROOFLINE_BAND = "±19.4%: the roofline cost model's median |error|"
 PLOTS = ("latency_vs_rate.png", "goodput_vs_rate.png", "kv_usage.png", "batch_composition.png")
 
 
@@ -26,17 +29,42 @@ def test_reduced_plan_writes_report_sections_plots_csv_and_config(tmp_path, caps
     and config.json."""
     out = tmp_path / "plan"
     assert main([*SMALL, "--slo", "ttft_p90=50ms,tpot_p90=2ms", "--out", str(out)]) == 0
-    assert "best: " in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "best: " in printed and ROOFLINE_BAND in printed
     report = (out / "report.md").read_text()
+    assert ROOFLINE_BAND in report
     for section in SECTIONS:
         assert f"\n## {section}\n" in report
     for png in PLOTS:
         assert (out / png).stat().st_size > 0 and f"]({png})" in report
     runs = pd.read_csv(out / "runs.csv")
     assert {"probe", "search", "curve"} <= set(runs["phase"])
-    assert len(pd.read_csv(out / "sweep.csv")) == 2
+    sweep = pd.read_csv(out / "sweep.csv")
+    assert len(sweep) == 2 and (sweep["rate_low"] < sweep["max_rate"]).all()
+    assert (sweep["rate_high"] > sweep["max_rate"]).all()
     config = json.loads((out / "config.json").read_text())
     assert config["model"] == "smollm2-135m" and config["best_engine_config"]["page_size"] == 1
+
+
+def test_the_kernel_cost_model_plans_with_its_own_error_band(tmp_path, capsys):
+    """--cost-model kernel: the max rate is printed and reported with the kernel model's
+    measured median |error|."""
+    out = tmp_path / "plan"
+    args = [*SMALL, "--max-running-requests", "auto", "--cost-model", "kernel"]
+    assert main([*args, "--slo", "ttft_p90=100ms,tpot_p90=10ms", "--out", str(out)]) == 0
+    band = "±10.7%: the kernel cost model's median |error| on 37 published runs"
+    assert band in capsys.readouterr().out and band in (out / "report.md").read_text()
+    assert "--cost-model kernel" in (out / "report.md").read_text()
+
+
+def test_a_cost_model_without_a_measured_error_says_so():
+    """A calibrated file has no band: the rate comes with NO_BAND, the CSV band is empty."""
+    spec = PlanSpec("smollm2-135m", WorkloadSpec(), SLOTargets.parse("ttft_p90=1s"),
+                    cost_model="fitted.json")
+    assert rate_band(spec, 12.4) == f"12.4 req/s ({NO_BAND})"
+    assert band_columns(error_band("fitted.json"), 12.4) == {"rate_low": None, "rate_high": None}
+    low, high = error_band("kernel").band(10.0)
+    assert (low, high) == pytest.approx((8.93, 11.07))
 
 
 def test_impossible_slo_exits_nonzero_with_one_line_and_a_report(tmp_path, capsys):

@@ -54,12 +54,11 @@ def test_a_closed_loop_ttft_runs_one_round_without_queueing():
 
 
 @pytest.mark.parametrize(("change", "reason"), [
-    ({"precision": "nvfp4 (ModelOpt FP4 checkpoint)"}, "no fp4 dtype"),
     ({"gpu": "Intel Gaudi 3"}, "not in the hardware catalogue"),
-    ({"tp": "8", "dp": "8"}, "attention data parallelism"),
+    ({"tp": "8", "dp": "32"}, "dp=32 above tp=8"),
     ({"tp": "1", "dp": "8"}, "8 data-parallel replicas"),
     ({"tp": "n/s"}, "parallel layout"),
-    ({"model": "nvidia/Llama-4-Maverick-17B-128E-Instruct-FP8"}, "Llama-4"),
+    ({"model": "Qwen/Qwen2-72B"}, "no embedded config"),
     ({"metric": "Output tokens/s per user at batch 1"}, "no simulator counterpart"),
     ({"request_rate_or_concurrency": "server (target QPS not in the summary page)"}, "target-QPS"),
     ({"input_len": "dataset:cnn-dailymail", "output_len": "dataset"}, "not published"),
@@ -68,6 +67,80 @@ def test_rows_the_simulator_cannot_run_say_why(change, reason):
     """Each unsupported field gives an Unexpressed naming it, never a guess."""
     out = express({**ROW, **change})
     assert isinstance(out, Unexpressed) and reason in out.reason and out.row_id == "r1"
+
+
+def test_an_attention_dp_row_runs_with_dp_attention_over_its_tp():
+    """tp 8, dp 8: SGLang's --enable-dp-attention --dp-size 8, the even spread assumed."""
+    spec = express({**ROW, "tp": "8", "dp": "8", "ep": "8", "model": "deepseek-ai/DeepSeek-R1"})
+    assert (spec.sim_args["dp_size"], spec.sim_args["enable_dp_attention"]) == (8, True)
+    assert any("spread evenly" in a for a in spec.assumptions)
+
+
+def test_attention_dp_named_only_in_the_caveat_takes_dp_and_ep_from_tp():
+    """TRT-LLM's enable_attention_dp with dp and ep n/s: dp = ep = tp, both written down."""
+    spec = express({**ROW, "tp": "8", "dp": "n/s", "ep": "n/s",
+                    "model": "nvidia/Qwen3-235B-A22B-FP8",
+                    "caveat": "MoE command passes --ep and turns on attention DP"})
+    assert (spec.sim_args["dp_size"], spec.sim_args["ep_size"]) == (8, 8)
+    assert sum("not published" in a for a in spec.assumptions) == 2
+
+
+def test_a_modelopt_checkpoint_without_a_kv_dtype_gets_modelopts_fp8_kv():
+    """ModelOpt's export quantizes the KV cache to fp8 by default; the assumption is named."""
+    spec = express({**ROW, "precision": "fp8 (ModelOpt FP8 checkpoint; KV dtype not stated)"})
+    assert spec.sim_args["kv_cache_dtype"] == "fp8_e4m3"
+    assert any("ModelOpt" in a for a in spec.assumptions)
+
+
+def test_an_nvfp4_row_runs_nvfp4_weights_and_a_maverick_row_its_model():
+    """nvfp4 precision: --quantization nvfp4; Llama-4 Maverick: the embedded llama-4-maverick."""
+    spec = express({**ROW, "precision": "nvfp4 (ModelOpt FP4 checkpoint)", "gpu": "B200"})
+    assert (spec.sim_args["quantization"], spec.sim_args["hardware"]) == ("nvfp4", "b200")
+    spec = express({**ROW, "model": "nvidia/Llama-4-Maverick-17B-128E-Instruct-FP8", "tp": "8"})
+    assert spec.sim_args["model"] == "llama-4-maverick"
+
+
+LMSYS = {**ROW, "model": "deepseek-ai/DeepSeek-V3", "gpu": "H100-80GB", "num_gpus": "32",
+         "tp": "32", "dp": "32", "ep": "32", "input_len": "2048",
+         "output_len": "n/a (prefill only)", "num_prompts": "n/s",
+         "request_rate_or_concurrency": "saturating", "unit": "tok/s/node",
+         "metric": "Prefill (input) token throughput per node",
+         "workload": "prefill-only stress test, DeepEP normal dispatch, two-batch overlap, "
+                     "DP attention, dense FFN DP (--moe-dense-tp-size 1), EPLB"}
+
+
+def test_a_prefill_only_wide_ep_row_runs_prefills_with_deepep_per_node():
+    """Prefill-only: one output token, the published batch per device, DeepEP, dense DP,
+    TBO and EPLB's 32 extra experts; input tokens/s divided by the 4 nodes."""
+    spec = express(LMSYS)
+    opts = spec.sim_args["ep_options"]
+    assert (opts.a2a_backend, opts.dense_tp_size, opts.two_batch_overlap,
+            opts.redundant_experts) == ("deepep", 1, True, 32)
+    assert (spec.metric, spec.scale) == ("input_throughput", 1 / 4)
+    assert (spec.workload.input_len, spec.workload.output_len) == (2048, 1)
+    assert spec.sim_args["chunked_prefill_size"] == 16384 * 32
+
+
+def test_a_decode_only_row_prices_its_fixed_batch_as_one_step():
+    """batch=256 per device over 72 ranks: the step of 18432 requests at the KV length,
+    batch / step time, per node of 8."""
+    row = {**LMSYS, "num_gpus": "72", "tp": "72", "dp": "72", "ep": "72",
+           "input_len": "2000 (KV length)", "output_len": "n/s",
+           "request_rate_or_concurrency": "batch=256 per device",
+           "metric": "Decode (output) token throughput per node",
+           "workload": "decode-only stress test, DeepEP low-latency dispatch, CUDA graphs, "
+                       "two-batch overlap, DP attention"}
+    spec = express(row)
+    assert spec.workload.concurrency == 256 * 72 and spec.sim_args["cuda_graph_max_bs"] == 256
+    pred = predict(spec.with_cost_model("kernel"))
+    assert pred.predicted == pytest.approx(18432 / pred.sim_seconds / 9)
+
+
+def test_a_closed_loop_of_many_rounds_is_simulated_for_at_most_eight():
+    """A trace of 16 rounds of a 7168 batch would not fit in memory: 8 are run, and said."""
+    spec = express({**ROW, "request_rate_or_concurrency": "conc=7168", "num_prompts": "114688"})
+    assert spec.workload.num_prompts == 8 * 7168
+    assert any("8 rounds" in a for a in spec.assumptions)
 
 
 def test_sources_get_short_names_and_fall_in_one_half_each():

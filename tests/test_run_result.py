@@ -143,7 +143,17 @@ def test_frames_have_exactly_the_documented_columns():
         "cached_tokens", "ttft", "tpot", "e2e"]
     assert list(result.steps.columns) == list(STEP_COLUMNS) == [
         "step", "forward_mode", "batch_size", "num_tokens", "kv_used_tokens", "queue_len",
-        "start_time", "duration"]
+        "start_time", "duration", "bound"]
+
+
+def test_steps_without_bounds_have_an_empty_bound_and_given_ones_are_kept():
+    """An exec trace knows no bound (""); bounds given per step fill the column."""
+    trace = _two_requests()
+    assert RunResult.from_trace(trace).steps["bound"].tolist() == [""] * 5
+    bounds = ["compute", "compute", "memory", "memory", "cpu"]
+    assert RunResult.from_trace(trace, bounds=bounds).steps["bound"].tolist() == bounds
+    with pytest.raises(ValueError, match="4 step bounds for 5 steps"):
+        RunResult.from_trace(trace, bounds=bounds[:4])
 
 
 def test_steps_frame_counts_rows_and_tokens_per_step():

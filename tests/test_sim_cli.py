@@ -56,6 +56,9 @@ def test_simulate_reads_a_workload_file(tmp_path, capsys):
     (["--rate", "-2"], "rate must be > 0"),
     (["--num-requests", "0"], "no requests"),
     (["--max-total-tokens", "1"], "max_total_tokens"),
+    (["--dp-size", "2"], "without enable_dp_attention"),
+    (["--dp-size", "2", "--enable-dp-attention"], "does not divide tp=1"),
+    (["--tp", "3", "--dp-size", "3", "--enable-dp-attention"], "kernel cost model only"),
 ])
 def test_bad_input_is_one_line_on_stderr(args, match, capsys):
     """Unknown keys and bad values exit 1 with a one-line message, no traceback."""
@@ -63,6 +66,14 @@ def test_bad_input_is_one_line_on_stderr(args, match, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("batchtwin simulate: ") and match in err
     assert "\n" not in err and "Traceback" not in err
+
+
+def test_simulate_runs_attention_dp_on_the_kernel_cost_model(capsys):
+    """--tp 2 --dp-size 2 --enable-dp-attention --cost-model kernel runs and says so."""
+    args = [*SMALL, "--model", "llama-3-8b", "--tp", "2", "--dp-size", "2",
+            "--enable-dp-attention", "--cost-model", "kernel"]
+    assert main(args) == 0
+    assert "dp_attention=2" in capsys.readouterr().out
 
 
 def test_the_command_line_loads_without_torch_or_matplotlib():

@@ -72,11 +72,13 @@ def test_forward_gemms_hold_exactly_the_shared_linear_weights():
     for key in ("llama-3-8b", "mixtral-8x7b", "qwen3-30b-a3b"):
         m = get_model_shape(key)
         router = m.num_sparse_layers * (m.moe.num_experts if m.moe else 0) * m.hidden_size
-        per_rank = sum(x.n * x.k * x.count for x in forward_gemms(m, 2).rows)
+        g = forward_gemms(m, 2)
+        per_rank = sum(x.n * x.k * x.count for x in g.attention + g.rows)
         assert per_rank == (m.shared_linear_params - router) / 2 + router, key
     m = get_model_shape("deepseek-v3")
     g = forward_gemms(m, 1)
-    assert sum(x.n * x.k * x.count for x in g.rows + g.decode_rows) == m.shared_linear_params
+    assert sum(x.n * x.k * x.count for x in g.attention + g.rows + g.decode_rows) == \
+        m.shared_linear_params
 
 
 def _model(**params) -> KernelCostModel:
@@ -129,3 +131,14 @@ def test_unknown_hardware_is_refused_naming_the_known_keys(tmp_path):
     path.write_text('{"my-gpu": {"base": "h100"}}')
     with pytest.raises(ValueError, match=r"'my-gpu'.*known: a100-80g"):
         KernelCostModel(get_model_shape("llama-3-8b"), get_hardware(path), 1)
+
+
+def test_grouped_expert_gemms_stream_weights_at_their_own_memory_efficiency():
+    """Batch-1 decode on Mixtral reads two experts per layer: halving the grouped GEMM's
+    memory efficiency doubles their (memory-bound) time less the kernel latency."""
+    shape = BatchShape.decode(np.array([512]), 1)
+    m, hw = get_model_shape("mixtral-8x7b"), get_hardware("h100")
+    full, half = (KernelCostModel(m, hw, params=KernelParams(expert_memory_efficiency=e,
+                                                             kernel_latency=0.0))
+                  for e in (0.8, 0.4))
+    assert half.step_cost(shape).experts == pytest.approx(2 * full.step_cost(shape).experts)

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from experiments.cli import main
 from sim.model_shapes import (
     EMBEDDED_CONFIGS,
     causal_pairs,
@@ -14,7 +15,7 @@ from sim.model_shapes import (
 ISSUE_KEYS = ("llama-3-8b", "llama-3-70b", "qwen2.5-7b", "qwen2.5-72b", "qwen3-8b", "smollm2-135m",
               "llama-3.1-405b", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3",
               "gpt-oss-120b", "llama-3.1-8b", "llama-3.1-70b", "llama-2-7b", "llama-2-13b",
-              "llama-2-70b", "mixtral-8x22b")
+              "llama-2-70b", "mixtral-8x22b", "llama-4-maverick")
 # Published parameter counts (model cards) and the tolerance each is checked at.
 PUBLISHED_PARAMS = [
     ("smollm2-135m", 135e6, 0.03),
@@ -35,6 +36,7 @@ PUBLISHED_PARAMS = [
     ("llama-2-13b", 13.0e9, 0.01),
     ("llama-2-70b", 69.0e9, 0.01),
     ("mixtral-8x22b", 141e9, 0.01),
+    ("llama-4-maverick", 400e9, 0.02),
 ]
 # Published active parameters per token (model cards; gpt-oss's 5.1B excludes the embedding).
 PUBLISHED_ACTIVE = [
@@ -43,6 +45,7 @@ PUBLISHED_ACTIVE = [
     ("qwen3-235b-a22b", 22e9, 0.02),
     ("deepseek-v3", 37e9, 0.02),
     ("mixtral-8x22b", 39e9, 0.01),
+    ("llama-4-maverick", 17e9, 0.02),
 ]
 MOE_CONFIGS = {
     "mixtral": {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
@@ -61,11 +64,13 @@ MOE_CONFIGS = {
 
 
 def test_embedded_configs_hold_the_issue_keys_with_every_field():
-    """Each embedded config types the published sizes, tie_word_embeddings and context."""
+    """Each embedded config types the published sizes, tie_word_embeddings and context (a
+    multimodal one in its text_config, tie_word_embeddings at the top as published)."""
     assert sorted(EMBEDDED_CONFIGS) == sorted(ISSUE_KEYS)
     needed = {"hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
               "intermediate_size", "vocab_size", "tie_word_embeddings", "max_position_embeddings"}
-    assert all(needed <= set(c) for c in embedded_configs().values())
+    assert all(needed <= set(c) | set(c.get("text_config", {}))
+               for c in embedded_configs().values())
 
 
 @pytest.mark.parametrize(("key", "params", "rel"), PUBLISHED_PARAMS)
@@ -194,3 +199,50 @@ def test_linear_flops_are_twice_the_linear_parameters():
     assert s.lm_head_flops_per_row == 2 * 4096 * 128256
     tied = get_model_shape("smollm2-135m")
     assert tied.lm_head_weight_bytes == 2 * 49152 * 576
+
+
+def test_llama4_maverick_alternates_dense_and_moe_layers_with_their_own_widths():
+    """Maverick's text_config reads as 24 dense layers (MLP 16384) and 24 MoE layers (odd
+    layers: 128 routed experts of 8192, top-1, plus one shared expert of 8192)."""
+    m = get_model_shape("llama-4-maverick")
+    assert (m.num_layers, m.num_sparse_layers, m.intermediate_size) == (48, 24, 16384)
+    assert m.moe.sparse_layers == (False, True) * 24
+    assert (m.moe.num_experts, m.moe.experts_per_token) == (128, 1)
+    assert m.moe.expert_intermediate_size == m.moe.shared_intermediate_size == 8192
+    assert (m.hidden_size, m.num_heads, m.num_kv_heads, m.head_dim) == (5120, 40, 8, 128)
+    assert (m.vocab_size, m.max_position_embeddings, m.tie_word_embeddings) == (
+        202048, 1048576, False)
+
+
+def test_llama4_parameter_counts_are_400b_total_and_17b_active():
+    """Maverick is ~400B parameters with ~17B active per token (model card), within 2%."""
+    m = get_model_shape("llama-4-maverick")
+    assert m.param_count == pytest.approx(400e9, rel=0.02)
+    assert m.active_param_count == pytest.approx(17e9, rel=0.02)
+
+
+def test_a_flat_llama4_text_config_with_moe_layers_reads_the_listed_layers():
+    """A llama4_text config listing moe_layers (Scout: every layer) makes exactly those sparse."""
+    text = dict(embedded_configs()["llama-4-maverick"]["text_config"], tie_word_embeddings=False,
+                num_local_experts=16, moe_layers=list(range(48)))
+    m = get_model_shape(text)
+    assert m.num_sparse_layers == 48 and m.moe.num_experts == 16
+    assert get_model_shape(dict(text, moe_layers=[5, 7])).moe.sparse_layers == tuple(
+        i in (5, 7) for i in range(48))
+
+
+def test_llama4_chunked_attention_is_priced_as_full_attention():
+    """Chunked layers score and store every pair like global ones (exact below 8192 tokens)."""
+    m = get_model_shape("llama-4-maverick")
+    assert m.attention_flops_per_pair == 4 * 48 * 40 * 128
+    assert m.kv_bytes_per_token == 2 * 48 * 8 * 128 * 2
+    assert m.attention_flops([0], [10000]) == 4 * 48 * 40 * 128 * 10000 * 10001 // 2
+
+
+def test_llama4_maverick_simulates_on_8x_h200_with_ep_and_fp8(capsys):
+    """`batchtwin simulate --model llama-4-maverick --hardware h200 --tp 8 --ep-size 8
+    --quantization fp8` runs every request."""
+    assert main(["simulate", "--model", "llama-4-maverick", "--hardware", "h200", "--tp", "8",
+                 "--ep-size", "8", "--quantization", "fp8", "--num-requests", "200",
+                 "--rate", "10", "--no-progress"]) == 0
+    assert "completed 200" in capsys.readouterr().out

@@ -1,17 +1,25 @@
 """Weight and KV dtypes per run (sim/precision.py): SGLang's --quantization and
---kv-cache-dtype, the checkpoint's quantization_config, bytes, peaks and the fp8 refusal."""
+--kv-cache-dtype, the checkpoint's quantization_config, bytes, peaks and the fp8 and nvfp4
+refusals."""
+
+import json
 
 import pytest
 
 from experiments.cli import main
 from shared.workload import Workload
-from sim.hardware import get_hardware
+from sim.batch_shape import BatchShape
+from sim.chip_kernels import chip_kernels
+from sim.hardware import NUMBER_FIELDS, get_hardware, load_hardware_file
+from sim.kernel_cost_model import KernelCostModel
 from sim.model_shapes import get_model_shape
 from sim.precision import run_dtypes
 from sim.roofline import RooflineCostModel, kv_capacity_tokens
 from sim.simulate import build_simulation
 
 H200 = get_hardware("h200")
+B200 = get_hardware("b200")
+PREFILL = BatchShape.build("EXTEND", [8192], [0], 1)   # one 8192-token prompt: compute-bound
 
 
 @pytest.mark.parametrize("key", ["deepseek-v3", "qwen3-30b-a3b", "llama-3-8b"])
@@ -84,3 +92,74 @@ def test_unknown_quantization_names_are_refused_naming_the_field(kw, match):
 
     with pytest.raises(ValueError, match=match):
         simulate(Workload.synthetic(2, 8, 2, vocab_size=100), model="smollm2-135m", **kw)
+
+
+def test_nvfp4_weights_cost_0_5625_bytes_per_param_a_dense_layer_by_hand():
+    """A Llama-3-8B layer (218,112,000 params: q/o 4096^2 each, k/v 4096x1024 each, MLP
+    3x4096x14336, two 4096 norms) is 122,688,000 bytes in nvfp4, 0.5625/2 of bf16's."""
+    params = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
+    nvfp4 = get_model_shape("llama-3-8b", weight_dtype=run_dtypes("bf16", "nvfp4")[0])
+    bf16 = get_model_shape("llama-3-8b")
+    assert nvfp4.params_per_layer == params == 218_112_000
+    assert nvfp4.weight_bytes_per_layer == 122_688_000 == bf16.weight_bytes_per_layer * 0.5625 / 2
+
+
+def test_modelopt_fp4_is_sglangs_name_for_nvfp4():
+    """--quantization modelopt_fp4 and nvfp4 give the same weight dtype; KV stays bf16."""
+    assert run_dtypes("bf16", "modelopt_fp4") == run_dtypes("bf16", "nvfp4") == ("nvfp4", "bf16")
+
+
+def test_nvfp4_gemms_run_at_the_fp4_peak_so_b200_prefill_is_about_twice_fp8():
+    """On B200 nvfp4 linears run at 9 PFLOP/s, twice fp8; a long prefill takes ~half as long."""
+    fp8, nvfp4 = (RooflineCostModel(get_model_shape("llama-3-70b", weight_dtype=d), B200)
+                  for d in ("fp8", "nvfp4"))
+    assert nvfp4.linear_peak == B200.flops_fp4 == 2 * B200.flops_fp8 == 9000e12
+    assert fp8.linear_time(PREFILL) == pytest.approx(2 * nvfp4.linear_time(PREFILL))
+    assert 1.7 < fp8.step_time(PREFILL) / nvfp4.step_time(PREFILL) <= 2
+
+
+def test_the_kernel_model_prices_nvfp4_gemms_at_the_fp4_mamf():
+    """B200's fp4 MAMF is the fp8 MAMF's fraction of peak times the fp4 peak; a long
+    prefill's linears take about half the fp8 time."""
+    chip = chip_kernels("b200")
+    assert chip.mamf("nvfp4") == pytest.approx(chip.mamf("fp8") / B200.flops_fp8 * B200.flops_fp4)
+    fp8, nvfp4 = (KernelCostModel(get_model_shape("llama-3-70b", weight_dtype=d), B200)
+                  for d in ("fp8", "nvfp4"))
+    assert 1.8 < fp8.step_cost(PREFILL).linear / nvfp4.step_cost(PREFILL).linear <= 2
+
+
+def test_nvfp4_on_hopper_is_refused_naming_the_hardware_and_flops_fp4(capsys):
+    """nvfp4 on H100 exits 1 with one line naming h100 and flops_fp4, before anything runs."""
+    with pytest.raises(ValueError, match="quantization 'nvfp4' needs fp4 tensor cores"):
+        build_simulation(model="llama-3-8b", hardware="h100", quantization="nvfp4")
+    assert main(["simulate", "--hardware", "h100", "--model", "llama-3-8b", "--quantization",
+                 "nvfp4", "--num-requests", "4", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("batchtwin simulate: ") and "\n" not in err
+    assert "h100" in err and "flops_fp4" in err
+
+
+def test_nvfp4_simulates_on_b200_through_simulate_and_the_cli(capsys):
+    """simulate() and `batchtwin simulate --quantization nvfp4 --hardware b200` both run,
+    and the trace header records the nvfp4 weights."""
+    from sim.simulate import simulate
+
+    result = simulate(Workload.synthetic(4, 16, 4, vocab_size=1000), model="llama-3-8b",
+                      hardware="b200", quantization="modelopt_fp4")
+    assert len(result.requests) == 4
+    assert result.trace.executor["weight_dtype"] == "nvfp4"
+    assert main(["simulate", "--hardware", "b200", "--model", "llama-3-8b", "--quantization",
+                 "nvfp4", "--num-requests", "8", "--no-progress"]) == 0
+    assert "nvfp4" in capsys.readouterr().out
+
+
+def test_hardware_json_entries_without_flops_fp4_still_load(tmp_path):
+    """A new JSON entry that leaves out flops_fp4 (and its source) loads with no fp4 peak."""
+    fields = [f for f in NUMBER_FIELDS if f != "flops_fp4"]
+    entry = {f: 0.5 if "efficiency" in f else 1e12 for f in fields}
+    path = tmp_path / "hw.json"
+    path.write_text(json.dumps({"x1": {**entry, "sources": {f: "vendor sheet" for f in fields}},
+                                "x2": {"base": "h100", "mem_bw": 2e12}}))
+    loaded = load_hardware_file(path)
+    assert loaded["x1"].flops_fp4 is None and "none" in loaded["x1"].source("flops_fp4")
+    assert loaded["x2"].flops_fp4 is None and loaded["x2"].peak_flops("nvfp4") is None

@@ -47,6 +47,8 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="KV cache dtypes: auto (bf16), fp8_e4m3, fp8_e5m2, bf16, fp16")
     m.add_argument("--expert-zipf", type=non_negative_float, default=0.0, metavar="S",
                    help="Zipf exponent of expert popularity, for hot experts (0: uniform)")
+    m.add_argument("--cost-model", default=None, metavar="NAME|JSON",
+                   help="roofline (default), kernel, or a calibrated cost model file")
     w = p.add_argument_group("workload")
     w.add_argument("--workload", choices=WORKLOADS, default="sharegpt")
     w.add_argument("--num-requests", type=int, default=1000, help="requests per run")
@@ -95,7 +97,8 @@ def build_plan(args: argparse.Namespace):
     workload = WorkloadSpec(args.workload, args.num_requests, args.prompt_len, args.output_len,
                             args.burstiness, args.num_groups, args.system_prompt_len)
     spec = PlanSpec(args.model, workload, SLOTargets.parse(args.slo),
-                    tuple(range(args.seeds)), args.rate_tolerance, expert_zipf=args.expert_zipf)
+                    tuple(range(args.seeds)), args.rate_tolerance, expert_zipf=args.expert_zipf,
+                    cost_model=args.cost_model)
     grid = Grid(parse_list(args.hardware, "--hardware", str),
                 parse_list(args.tp, "--tp", int),
                 parse_list(args.chunked_prefill_size, "--chunked-prefill-size", int, "off"),
@@ -148,7 +151,7 @@ def write_outputs(out: Path, spec, ranked, results, curve, config: dict) -> None
 
     best = ranked[0]
     runs_frame(results).to_csv(out / "runs.csv", index=False)
-    sweep_frame(ranked).to_csv(out / "sweep.csv", index=False)
+    sweep_frame(ranked, spec.cost_model).to_csv(out / "sweep.csv", index=False)
     plots, engine = [], None
     if best.feasible:
         plots, engine = draw(out, spec, best, runs_frame(curve))
@@ -181,15 +184,19 @@ def plan_config(spec, grid: Grid, args, generator: dict) -> dict:
             "workload": dataclasses.asdict(spec.workload), "workload_generator": generator,
             "seeds": list(spec.seeds), "rate_tolerance": spec.rate_tolerance,
             "min_rate_fraction": spec.min_rate_fraction, "expert_zipf": spec.expert_zipf,
+            "cost_model": spec.cost_model,
             "probe_scale": PROBE_SCALE,
             "floor_requests": FLOOR_REQUESTS, "jobs": args.jobs, "grid": grid.to_dict(),
             "num_configurations": len(grid.candidates())}
 
 
 def print_result(spec, best, out: Path) -> None:
+    from experiments.plan.report import rate_band
+
     if best.feasible:
         print(f"best: {best.candidate.label} at {format_rate(best.rate)} req/s, goodput "
               f"{format_rate(best.goodput_per_gpu)} req/s per GPU ({best.limit.kind} binds)")
+        print(f"max rate {rate_band(spec, best.rate)}")
     else:
         print(f"batchtwin plan: no configuration meets {spec.slo}: {best.limit.reason}",
               file=sys.stderr)

@@ -65,6 +65,7 @@ class PlanSpec:
     rate_tolerance: float = 0.05
     min_rate_fraction: float = 1 / 16
     expert_zipf: float = 0.0           # Zipf exponent of expert popularity (0: uniform)
+    cost_model: str | None = None      # as `simulate`'s: None (roofline), "kernel", a JSON path
 
     def __post_init__(self) -> None:
         if not self.seeds:
@@ -116,8 +117,8 @@ def simulate_point(spec: PlanSpec, point: Point):
     workload = w.build(point.rate, point.seed, shape.vocab_size)
     c = point.candidate
     return simulate(workload, model=spec.model, hardware=c.hardware, tp=c.tp, seed=point.seed,
-                    slo=spec.slo.per_request(), expert_zipf=spec.expert_zipf, **c.run_args(),
-                    **c.engine_args())
+                    slo=spec.slo.per_request(), expert_zipf=spec.expert_zipf,
+                    cost_model=spec.cost_model, bounds=False, **c.run_args(), **c.engine_args())
 
 
 def run_point(spec: PlanSpec, point: Point) -> PointResult:

@@ -13,6 +13,7 @@ from experiments.plan.grid import KNOBS, RUN_AXES, Candidate, show
 from experiments.plan.point import PlanSpec, PointResult
 from experiments.plan.search import Outcome
 from experiments.plan.slo import format_rate, format_seconds
+from sim.model_error import NO_BAND, error_band
 
 SECTIONS = ("Recommendation", "Headroom", "Limits", "Sweep")
 LOAD_ROWS = (("kv_used_peak", "KV slots in use, peak (with prefix cache)", "pct"),
@@ -62,13 +63,24 @@ def recommendation(spec: PlanSpec, best: Outcome) -> str:
     return head + (f"**{best.candidate.label}** at **{format_rate(rate)} req/s**{cap}: goodput "
                    f"{format_rate(best.goodput)} req/s, "
                    f"**{format_rate(best.goodput_per_gpu)} req/s per GPU**.\n\n"
+                   f"Max rate {rate_band(spec, rate)}.\n\n"
                    f"Reproduce one run:\n\n```\n{simulate_command(spec, best.candidate, rate)}\n```")
+
+
+def rate_band(spec: PlanSpec, rate: float) -> str:
+    """"12.4 req/s (9.8-15.0 req/s, ±10.7%: the kernel cost model's median |error| on 37
+    published runs, python -m experiments.published_check)", or the rate with NO_BAND."""
+    error = error_band(spec.cost_model)
+    if error is None:
+        return f"{format_rate(rate)} req/s ({NO_BAND})"
+    low, high = error.band(rate)
+    return f"{format_rate(rate)} req/s ({format_rate(low)}-{format_rate(high)} req/s, {error.describe()})"
 
 
 def simulate_command(spec: PlanSpec, c: Candidate, rate: float) -> str:
     w, knobs, slo = spec.workload, c.engine_args(), spec.slo.per_request()
     lines = [f"batchtwin simulate --model {spec.model} --hardware {c.hardware} --tp {c.tp}",
-             run_flags(spec, c),
+             f"--cost-model {spec.cost_model}" if spec.cost_model else "", run_flags(spec, c),
              f"--workload {w.workload} --num-requests {w.num_requests} --rate {rate:.10g} "
              f"--burstiness {w.burstiness:g} --seed {spec.seeds[0]}"]
     lengths = [f"--{k.replace('_', '-')} {v}" for k, v in
@@ -166,16 +178,25 @@ def runs_frame(results: Sequence[PointResult]) -> Any:
     return integer_knobs(pd.DataFrame([r.row() for r in results]))
 
 
-def sweep_frame(ranked: Sequence[Outcome]) -> Any:
-    """One row per configuration, best first."""
+def sweep_frame(ranked: Sequence[Outcome], cost_model: str | None = None) -> Any:
+    """One row per configuration, best first; `rate_low`/`rate_high` bound `max_rate` by the
+    cost model's measured error (`sim.model_error`; empty when it has none)."""
     import pandas as pd
 
+    error = error_band(cost_model)
     return integer_knobs(pd.DataFrame([
         {**o.candidate.to_dict(), "feasible": o.feasible, "max_rate": o.rate,
+         **band_columns(error, o.rate),
          "capped_at_saturation": o.capped, "goodput": o.goodput,
          "goodput_per_gpu": o.goodput_per_gpu, "saturation": o.saturation,
          "first_failed_rate": o.failed_rate, "limit": o.limit.kind,
          "limit_reason": o.limit.reason} for o in ranked]))
+
+
+def band_columns(error, rate: float | None) -> dict[str, float | None]:
+    """{"rate_low", "rate_high"}: `rate` -/+ the model's median |error| (None without one)."""
+    low, high = error.band(rate) if error is not None and rate is not None else (None, None)
+    return {"rate_low": low, "rate_high": high}
 
 
 def integer_knobs(frame: Any) -> Any:

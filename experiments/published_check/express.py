@@ -15,15 +15,13 @@ from experiments.published_check.row_spec import RowSpec, Unexpressed, WorkloadS
 from experiments.published_check.sources import source_name
 
 # Hugging Face repo (lower case, substring) -> embedded model key, most specific first.
-MODELS = (("deepseek-r1", "deepseek-v3"), ("deepseek-v3", "deepseek-v3"),
+MODELS = (("llama-4-maverick", "llama-4-maverick"), ("deepseek-r1", "deepseek-v3"), ("deepseek-v3", "deepseek-v3"),
           ("qwen3-235b-a22b", "qwen3-235b-a22b"), ("qwen3-30b-a3b", "qwen3-30b-a3b"),
           ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"),
           ("llama-3.1-405b", "llama-3.1-405b"), ("llama-3.1-70b", "llama-3.1-70b"),
           ("llama-3.3-70b", "llama-3.1-70b"), ("llama-3.1-8b", "llama-3.1-8b"),
           ("llama-2-70b", "llama-2-70b"), ("llama-2-13b", "llama-2-13b"),
           ("llama-2-7b", "llama-2-7b"))
-NOT_MODELLED = {"llama-4-maverick": "Llama-4's interleaved dense/MoE layers and chunked "
-                                    "attention are not modelled"}
 HARDWARE = (("A100", "a100-80g"), ("H100", "h100"), ("H200", "h200"), ("B200", "b200"),
             ("MI300X", "mi300x"))
 THROUGHPUT = {"Output token throughput (whole system)", "Output token throughput",
@@ -32,8 +30,24 @@ THROUGHPUT = {"Output token throughput (whole system)", "Output token throughput
 METRICS = {**{m: ("output_throughput", 1.0) for m in THROUGHPUT},
            "Request throughput": ("request_throughput", 1.0),
            "Mean TTFT": ("ttft_mean", 1e3), "Mean first-token latency": ("ttft_mean", 1e3),
-           "Mean ITL": ("itl_mean", 1e3), "Median TPOT": ("tpot_p50", 1e3)}
+           "Mean ITL": ("itl_mean", 1e3), "Median TPOT": ("tpot_p50", 1e3),
+           "Prefill (input) token throughput per node": ("input_throughput", 1.0),
+           "Decode (output) token throughput per node": ("decode_throughput", 1.0)}
+GPUS_PER_NODE = 8
+# NOTE: the LMSYS large-EP runs: a device's prefill batch (published for the 4K case) and
+# EPLB's redundant experts (SGLang issue 6017's launch commands: --ep-num-redundant-experts 32).
+PREFILL_TOKENS_PER_DEVICE = 16384
+PREFILL_ROUNDS = 4
+DECODE_OUTPUT_LEN = 200
+REDUNDANT_EXPERTS = 32
 LOADGEN_PROMPTS = 3000
+MAX_ROUNDS = 8   # closed-loop rounds simulated at most (the trace's memory)
+# NOTE: a general rule, not a per-row fit: ModelOpt's PTQ export quantizes the KV cache to
+# fp8 unless told otherwise (NVIDIA/TensorRT-Model-Optimizer examples/llm_ptq/hf_ptq.py,
+# `--kv_cache_qformat` default "fp8"), writing `kv_cache_quant_algo: FP8` into the
+# checkpoint's hf_quant_config.json, and TRT-LLM's KV dtype "auto" follows the checkpoint.
+MODELOPT_KV = ("ModelOpt checkpoint, KV dtype not stated: fp8 KV (ModelOpt's export default, "
+               "which TRT-LLM's 'auto' KV dtype follows)")
 
 
 class _Refused(Exception):
@@ -52,11 +66,15 @@ def _express(row: Mapping[str, Any]) -> RowSpec:
     notes: list[str] = []
     model = _model(str(row["model"]))
     sim_args = {"model": model, "hardware": _hardware(str(row["gpu"])),
-                **_parallelism(row, notes), **_precision(str(row["precision"]))}
+                **_parallelism(row, notes), **_precision(str(row["precision"]), notes)}
     metric, scale = _metric(str(row["metric"]))
-    workload = _workload(row, metric, notes)
+    if str(row["metric"]).endswith("per node"):
+        scale /= int(row["num_gpus"]) / GPUS_PER_NODE
+    sim_args.update(_ep_options(str(row.get("workload", "")), sim_args, notes))
+    workload = _workload(row, metric, notes, sim_args.get("dp_size", 1))
     if workload.concurrency is not None:
         sim_args["max_running_requests"] = workload.concurrency
+    sim_args.update(_batch_limits(str(row.get("workload", "")), metric, sim_args, notes))
     return RowSpec(str(row["id"]), source_name(str(row["source"])), float(row["value"]),
                    str(row["unit"]), metric, workload, sim_args, scale,
                    _groups(row, sim_args, metric, workload), tuple(notes))
@@ -64,9 +82,6 @@ def _express(row: Mapping[str, Any]) -> RowSpec:
 
 def _model(repo: str) -> str:
     name = repo.lower()
-    for part, reason in NOT_MODELLED.items():
-        if part in name:
-            raise _Refused(reason)
     for part, key in MODELS:
         if part in name:
             return key
@@ -80,29 +95,40 @@ def _hardware(gpu: str) -> str:
     raise _Refused(f"GPU {gpu!r} is not in the hardware catalogue")
 
 
-def _precision(text: str) -> dict[str, str]:
+def _precision(text: str, notes: list[str]) -> dict[str, str]:
     token, low = text.split()[0], text.lower()
-    if token == "nvfp4":
-        raise _Refused("nvfp4 weights: the simulator has no fp4 dtype")
-    quantization = "fp8" if token == "fp8" else "none"
+    quantization = {"fp8": "fp8", "nvfp4": "nvfp4"}.get(token, "none")
     if "fp8_e5m2" in low:
         return {"quantization": quantization, "kv_cache_dtype": "fp8_e5m2"}
     fp8_kv = ("kv cache fp8" in low or "fp8 kv" in low) and "not fp8" not in low
+    if "modelopt" in low and "kv dtype not stated" in low:
+        notes.append(MODELOPT_KV)
+        fp8_kv = True
     return {"quantization": quantization, "kv_cache_dtype": "fp8_e4m3" if fp8_kv else "auto"}
 
 
-def _parallelism(row: Mapping[str, Any], notes: list[str]) -> dict[str, int]:
+def _parallelism(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
     tp, dp, ep = (_int_or_none(row[k]) for k in ("tp", "dp", "ep"))
     if tp is None:
         raise _Refused("the parallel layout (tp) is not published")
     if dp is None and tp > 1 and "attention DP" in str(row.get("caveat", "")):
-        raise _Refused("attention data parallelism is not modelled")
-    if dp is not None and dp > 1:
-        kind = "attention data parallelism" if tp > 1 else f"{dp} data-parallel replicas"
-        raise _Refused(f"{kind} (dp={dp}) is not modelled")
+        notes.append(f"attention DP on, dp not published: dp {tp} (TRT-LLM's "
+                     f"enable_attention_dp gives every rank its own attention)")
+        dp = tp
+        if ep is None:
+            notes.append(f"ep not published: ep {tp} (every rank holds 1 / {tp} of the experts)")
+            ep = tp
+    if dp is not None and dp > 1 and tp == 1:
+        raise _Refused(f"{dp} data-parallel replicas (dp={dp}, tp=1) are not modelled")
+    if dp is not None and dp > tp:
+        raise _Refused(f"dp={dp} above tp={tp} is not modelled")
     if ep is None:
         notes.append("ep not published: experts sharded by TP (ep 1)")
-    return {"tp": tp, "ep_size": ep or 1}
+    layout: dict[str, Any] = {"tp": tp, "ep_size": ep or 1}
+    if dp is not None and dp > 1:
+        notes.append("attention DP: the requests spread evenly over the attention ranks")
+        layout.update(dp_size=dp, enable_dp_attention=True)
+    return layout
 
 
 def _metric(metric: str) -> tuple[str, float]:
@@ -111,8 +137,46 @@ def _metric(metric: str) -> tuple[str, float]:
     return METRICS[metric]
 
 
-def _workload(row: Mapping[str, Any], metric: str, notes: list[str]) -> WorkloadSpec:
-    rate, concurrency = _arrivals(str(row["request_rate_or_concurrency"]))
+def _ep_options(workload: str, sim_args: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    """SGLang's wide-EP flags named in the workload text (DeepEP, dense FFN DP, two-batch
+    overlap, EPLB), as `ep_options`."""
+    from sim.ep_options import EPOptions
+
+    if "DeepEP" not in workload:
+        return {}
+    # NOTE: the LMSYS runs' reproduction steps (SGLang issue 6017) launch both phases with
+    # --moe-dense-tp-size 1 and --ep-num-redundant-experts 32.
+    # The data-parallel LM head is the recipe's later form (its decode scripts pass
+    # --enable-dp-lm-head); the post does not say how the head ran.
+    notes.append(f"DeepEP with dense FFN DP and {REDUNDANT_EXPERTS} redundant experts "
+                 f"(the launch commands in SGLang issue 6017); LM head data-parallel "
+                 f"(--enable-dp-lm-head, assumed)")
+    options = EPOptions("deepep", 1, dp_lm_head=True,
+                        two_batch_overlap="two-batch overlap" in workload,
+                        redundant_experts=REDUNDANT_EXPERTS)
+    return {"ep_options": options}
+
+
+def _batch_limits(workload: str, metric: str, sim_args: Mapping[str, Any], notes: list[str]
+                  ) -> dict[str, Any]:
+    """A prefill-only stress test's batch per device (x the attention ranks); a decode-only
+    one's CUDA graphs up to the published batch."""
+    dp = sim_args.get("dp_size", 1)
+    tokens = PREFILL_TOKENS_PER_DEVICE * dp
+    limits = {"chunked_prefill_size": tokens, "max_prefill_tokens": tokens}
+    if metric == "input_throughput":
+        notes.append(f"prefill batch {PREFILL_TOKENS_PER_DEVICE} tokens per device")
+        return limits
+    if metric == "decode_throughput" and "CUDA graphs" in workload:
+        return {**limits, "cuda_graph_max_bs": sim_args["max_running_requests"] // dp}
+    return limits if metric == "decode_throughput" else {}
+
+
+def _workload(row: Mapping[str, Any], metric: str, notes: list[str], dp: int = 1
+              ) -> WorkloadSpec:
+    rate, concurrency = _arrivals(str(row["request_rate_or_concurrency"]), dp)
+    if metric in ("input_throughput", "decode_throughput"):
+        return _phase_workload(row, metric, notes, dp, concurrency)
     inp, out, sharegpt = _lengths(str(row["input_len"]), str(row["output_len"]), notes)
     n = _num_prompts(str(row["num_prompts"]), concurrency, notes)
     if metric.startswith("ttft") and concurrency is not None:
@@ -121,9 +185,28 @@ def _workload(row: Mapping[str, Any], metric: str, notes: list[str]) -> Workload
     return WorkloadSpec(n, inp, out, rate, concurrency, sharegpt)
 
 
-def _arrivals(text: str) -> tuple[float, int | None]:
-    if text in ("inf", "offline"):
+def _phase_workload(row: Mapping[str, Any], metric: str, notes: list[str], dp: int,
+                    concurrency: int | None) -> WorkloadSpec:
+    """One phase stressed alone: prefills of the published length (one output token), or a
+    decode batch whose KV averages the published length over DECODE_OUTPUT_LEN steps."""
+    length = _first_number(str(row["input_len"]))
+    if metric == "input_throughput":
+        n = PREFILL_ROUNDS * dp * max(1, PREFILL_TOKENS_PER_DEVICE // length)
+        notes.append(f"prefill only: {n} prompts of {length} tokens, 1 output token each")
+        return WorkloadSpec(n, length, 1)
+    if concurrency is None:
+        raise _Refused("a decode-only row needs its batch")
+    notes.append(f"decode only: the step of {concurrency} requests at {length} KV tokens each, "
+                 f"priced by the run's cost model; batch / step time")
+    return WorkloadSpec(concurrency, length - DECODE_OUTPUT_LEN // 2, DECODE_OUTPUT_LEN,
+                        concurrency=concurrency)
+
+
+def _arrivals(text: str, dp: int = 1) -> tuple[float, int | None]:
+    if text in ("inf", "offline") or text.startswith("saturating"):
         return math.inf, None
+    if text.startswith("batch=") and "per device" in text:
+        return math.inf, int(_first_number(text)) * dp
     if text.startswith("rate="):
         return float(_first_number(text)), None
     if text.startswith("conc="):
@@ -147,7 +230,13 @@ def _lengths(inp: str, out: str, notes: list[str]) -> tuple[int, int, bool]:
 
 def _num_prompts(text: str, concurrency: int | None, notes: list[str]) -> int:
     if text.isdigit():
-        return int(text)
+        n = int(text)
+        if concurrency is not None and n > MAX_ROUNDS * concurrency:
+            notes.append(f"{MAX_ROUNDS} rounds of the {concurrency}-request batch simulated "
+                         f"({MAX_ROUNDS * concurrency} of {n} prompts: a trace of all of them "
+                         f"would not fit in this machine's memory)")
+            return MAX_ROUNDS * concurrency
+        return n
     if "rounds x concurrency" in text and concurrency is not None:
         return int(_first_number(text)) * concurrency
     if "default" in text:

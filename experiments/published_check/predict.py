@@ -19,9 +19,36 @@ class Prediction(NamedTuple):
 def predict(spec: RowSpec) -> Prediction:
     import sim
 
+    if spec.metric == "decode_throughput":
+        return _fixed_batch_decode(spec)
     result = sim.simulate(build_workload(spec.workload, _vocab(spec)), seed=0, **spec.sim_args)
-    return Prediction(spec.row_id, result.summary[spec.metric] * spec.scale,
+    return Prediction(spec.row_id, metric_value(result, spec.metric) * spec.scale,
                       result.summary["duration"])
+
+
+def metric_value(result, metric: str) -> float:
+    """A summary metric, or the prefill phase's throughput: prompt tokens of the completed
+    requests / the run's duration ("input_throughput")."""
+    if metric == "input_throughput":
+        done = result.completed_requests
+        return float(done["prompt_len"].sum()) / result.summary["duration"]
+    return result.summary[metric]
+
+
+def _fixed_batch_decode(spec: RowSpec) -> Prediction:
+    """A decode-only stress test at a fixed batch: the simulation's cost model prices the
+    decode step of `concurrency` requests at the mean KV length (input + output / 2);
+    throughput = batch / step time (under the engine's overlap setting)."""
+    import numpy as np
+
+    from sim.batch_shape import BatchShape
+    from sim.simulate import build_simulation
+
+    w, s = spec.workload, build_simulation(seed=0, **spec.sim_args)
+    kv = w.input_len + w.output_len // 2
+    shape = BatchShape.decode(np.full(w.concurrency, kv), w.concurrency)
+    step = s.cost_model.step_time(shape, s.scheduler.config.overlap)
+    return Prediction(spec.row_id, w.concurrency / step * spec.scale, step)
 
 
 def build_workload(w: WorkloadSpec, vocab_size: int):

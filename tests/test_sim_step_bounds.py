@@ -1,0 +1,116 @@
+"""What bounds a simulated step (compute, memory, communication, CPU): the cost models'
+splits, the steps table's `bound` column, and traces without bounds (exec, read back)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from shared.run_result import STEP_COLUMNS, RunResult, bound_shares
+from shared.trace import Trace
+from shared.workload import Workload
+from sim.batch_shape import BatchShape
+from sim.cost_model import BOUNDS, BoundSplit, ZeroCostModel
+from sim.hardware import get_hardware
+from sim.kernel_cost_model import KernelCostModel
+from sim.model_shapes import get_model_shape
+from sim.roofline import RooflineCostModel
+from sim.simulate import simulate
+
+MODELS = (RooflineCostModel, KernelCostModel)
+
+
+def _model(cls, model: str = "llama-3-8b", tp: int = 1, hardware=None):
+    return cls(get_model_shape(model), hardware or get_hardware("h100"), tp)
+
+
+def _slow_link():
+    """An H100 whose GPUs talk over a 1 GB/s link."""
+    return dataclasses.replace(get_hardware("h100"), interconnect_bw=1e9)
+
+
+SHAPES = (BatchShape.build("DECODE", [2048]), BatchShape.build("DECODE", [700] * 64, padded_batch_size=72),
+          BatchShape.build("EXTEND", [8192], [0]), BatchShape.build("EXTEND", [900, 40], [100, 0]),
+          BatchShape.build("MIXED", [512, 300, 301], [0, 299, 300]))
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_a_batch_of_one_decode_is_memory_bound(cls):
+    """8B on one H100, one request decoding: the weights' read dominates."""
+    assert _model(cls).step_bound(BatchShape.build("DECODE", [1024])) == "memory"
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_a_large_prefill_is_compute_bound(cls):
+    """8B on one H100, an 8192-token prefill: the GEMMs run at the matmul rate."""
+    assert _model(cls).step_bound(BatchShape.build("EXTEND", [8192], [0])) == "compute"
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_tensor_parallel_over_a_slow_link_is_communication_bound(cls):
+    """8B at tp 8 over 1 GB/s: two all-reduces per layer outweigh the GEMMs."""
+    model = _model(cls, tp=8, hardware=_slow_link())
+    assert model.step_bound(BatchShape.build("DECODE", [512] * 64)) == "communication"
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_a_tiny_model_under_the_overlap_schedule_is_cpu_bound(cls):
+    """SmolLM2-135M decoding 1024 short requests: the scheduler's per-step and per-request
+    CPU time hides the device's."""
+    model = _model(cls, "smollm2-135m")
+    shape = BatchShape.build("DECODE", [16] * 1024)
+    split = model.step_split(shape)
+    assert split.cpu >= split.device and model.step_bound(shape, overlap=True) == "cpu"
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize(("model", "tp"), [("llama-3-8b", 1), ("llama-3-70b", 4),
+                                           ("mixtral-8x7b", 2), ("deepseek-v3", 8)])
+def test_a_split_sums_to_the_step_cost_and_decodes_agree(cls, model, tp):
+    """Every term >= 0, the four sum to StepCost.total, and decode_step_bound (the trace
+    pass's arithmetic) names the bound step_bound does."""
+    hw = get_hardware("h200")
+    m = cls(get_model_shape(model), hw, tp)
+    for shape in SHAPES:
+        split = m.step_split(shape)
+        assert min(split) >= 0 and sum(split) == pytest.approx(m.step_cost(shape).total, rel=1e-9)
+        if shape.forward_mode.is_decode():
+            seq = np.asarray(shape.seq_lens, dtype=np.int64)
+            for overlap in (False, True):
+                assert m.decode_step_bound(seq, shape.padded_batch_size, overlap) == \
+                    m.step_bound(shape, overlap)
+
+
+def test_the_bound_is_the_largest_term_or_cpu_when_it_hides_the_device():
+    """Without overlap the largest term wins; under it, cpu only when cpu >= the device."""
+    split = BoundSplit(compute=3.0, memory=3.5, communication=0.0, cpu=4.0)
+    assert split.bound() == "cpu" and split.bound(overlap=True) == "memory"
+    assert BoundSplit(cpu=1.0).bound(overlap=True) == "cpu" and BOUNDS[0] == "compute"
+
+
+def test_the_default_split_counts_device_parts_as_compute():
+    """A model that cannot tell compute from memory (the base class's default)."""
+    split = ZeroCostModel().step_split(BatchShape.build("DECODE", [8]))
+    assert split == BoundSplit()
+
+
+def test_a_simulated_run_fills_the_bound_column():
+    """simulate's steps table has a bound per step, and the shares of step time sum to 1."""
+    workload = Workload.synthetic(20, 64, 8, vocab_size=49152, seed=0, rate=50.0)
+    result = simulate(workload, model="smollm2-135m")
+    assert list(result.steps.columns) == list(STEP_COLUMNS)
+    assert set(result.steps["bound"]) <= set(BOUNDS) and len(result.steps)
+    assert sum(bound_shares(result.steps).values()) == pytest.approx(1.0)
+    assert set(simulate(workload, model="smollm2-135m", bounds=False).steps["bound"]) == {""}
+
+
+def test_a_trace_without_bounds_still_builds_a_run_result(tmp_path):
+    """An exec-style trace (saved and read back, no bounds): the column is "" throughout."""
+    workload = Workload.synthetic(6, 32, 4, vocab_size=49152, seed=1, rate=20.0)
+    result = simulate(workload, model="smollm2-135m", cost_model="kernel")
+    result.trace.save(tmp_path / "trace.jsonl")
+    again = RunResult.from_trace(Trace.load(tmp_path / "trace.jsonl"))
+    assert set(again.steps["bound"]) == {""} and bound_shares(again.steps) == {}
+    assert again.summary["completed"] == result.summary["completed"]
