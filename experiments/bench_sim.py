@@ -40,6 +40,7 @@ from shared.run_result import RunResult
 from shared.workload import Workload
 from sim.driver import drive_workload
 from sim.simulate import build_simulation
+from sim.step_bounds import step_bounds
 
 BAR_SPEEDUP = 200.0
 ENGINE_CONFIGS = {"default": {}, "disable_radix_cache": {"disable_radix_cache": True},
@@ -69,7 +70,8 @@ def run_once(c: BenchConfig, workload: Workload, decode_runs: bool = True,
     trace = drive_workload(s.scheduler, s.runner, workload, finished_hook=s.token_source.finished,
                            decode_runs=decode_runs)
     t2 = time.perf_counter()
-    result = RunResult.from_trace(trace)
+    # NOTE: as simulate() does: the steps' bounds, re-priced once after the run.
+    result = RunResult.from_trace(trace, bounds=step_bounds(s.cost_model, trace, s.runner.overlap))
     t3 = time.perf_counter()
     steps = result.steps
     simulated = float((steps["start_time"] + steps["duration"]).max())

@@ -51,12 +51,19 @@ def write_tiny_checkpoint(folder: str | Path, c: TinyModelConfig = TinyModelConf
                           moe: str | None = None) -> Path:
     """Write the checkpoint into `folder` (created) and return it; `moe` names a TINY_MOE
     architecture to write instead of the Llama."""
+    config = {**c.config_json(), **(TINY_MOE[moe] if moe else {})}
+    return write_random_checkpoint(folder, config, c.seed)
+
+
+def write_random_checkpoint(folder: str | Path, config: dict, seed: int = 0) -> Path:
+    """Random weights (matrices N(0, 0.02)) for any config.json our model classes build, in
+    its `torch_dtype` (float32 when absent), written into `folder` (created)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    config = {**c.config_json(), **(TINY_MOE[moe] if moe else {})}
-    torch.manual_seed(c.seed)
+    torch.manual_seed(seed)
     parsed = ModelConfig.from_dict(config)
-    model = model_class(parsed)(parsed)
+    dtype = getattr(torch, str(config.get("torch_dtype", "float32")))
+    model = model_class(parsed)(parsed).to(dtype)
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 2:

@@ -34,6 +34,7 @@ from sim.parallelism import kv_bytes_per_token_per_rank
 from sim.precision import WEIGHT_ONLY_DTYPES
 
 QUERY_TILE = 128   # FlashAttention's query rows per thread block
+MOE_EXTRA_KERNELS = 4   # per sparse layer: top-k routing, permute, activation, combine
 
 
 class FixedParts(NamedTuple):
@@ -184,7 +185,8 @@ class ForwardKernels:
         wb, chip, layers = m.weight_bytes_per_param, self._expert_chip, m.num_sparse_layers
         experts = sum_splits(*(_gemm_split(gemm_time(chip, per_expert, n, k, wb, self._act,
                                                      load.experts), layers)
-                               for n, k in ((2 * width, m.hidden_size), (m.hidden_size, width))))
+                               for n, k in ((2 * width, m.hidden_size), (m.hidden_size, width))),
+                             BoundSplit(memory=layers * self._moe_traffic(load.pairs, width)))
         if self.opts.a2a_backend == "deepep":
             a2a = deepep_time(self.rank_rows(rows), m.moe.experts_per_token, m.hidden_size,
                               self.ep_size, self._net, self._bus, low_latency=decode)
@@ -193,6 +195,14 @@ class ForwardKernels:
             return experts, 0.0
         remote = load.pairs * (self.ep_size - 1) / self.ep_size * m.hidden_size * self._act
         return experts, layers * 2 * alltoall_time(remote, self.ep_size, self._bus).total
+
+    def _moe_traffic(self, pairs: float, width: int) -> float:
+        """A sparse layer's kernels around its expert GEMMs, on the busiest rank's pairs:
+        the permute into expert order and the weighted combine back (each reads and writes
+        a hidden row per pair) and the gated activation (reads 2 x width, writes width per
+        pair), each a memory-bound kernel."""
+        moved = pairs * self._act * (4 * self.model.hidden_size + 3 * width)
+        return moved / self._mem + MOE_EXTRA_KERNELS * self.params.kernel_latency
 
     def kv_up(self, kv_tokens: int) -> BoundSplit:
         """Naive MLA's kv_b over every KV token an extend reads (an attention rank's share),
