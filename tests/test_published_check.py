@@ -136,11 +136,11 @@ def test_a_decode_only_row_prices_its_fixed_batch_as_one_step():
     assert pred.predicted == pytest.approx(18432 / pred.sim_seconds / 9)
 
 
-def test_a_closed_loop_of_many_rounds_is_simulated_for_at_most_eight():
-    """A trace of 16 rounds of a 7168 batch would not fit in memory: 8 are run, and said."""
+def test_a_closed_loop_of_many_rounds_is_simulated_for_at_most_four():
+    """A trace of 16 rounds of a 7168 batch would not fit in memory: 4 are run, and said."""
     spec = express({**ROW, "request_rate_or_concurrency": "conc=7168", "num_prompts": "114688"})
-    assert spec.workload.num_prompts == 8 * 7168
-    assert any("8 rounds" in a for a in spec.assumptions)
+    assert spec.workload.num_prompts == 4 * 7168
+    assert any("4 rounds" in a for a in spec.assumptions)
 
 
 def test_sources_get_short_names_and_fall_in_one_half_each():

@@ -41,7 +41,7 @@ PREFILL_ROUNDS = 4
 DECODE_OUTPUT_LEN = 200
 REDUNDANT_EXPERTS = 32
 LOADGEN_PROMPTS = 3000
-MAX_ROUNDS = 8   # closed-loop rounds simulated at most (the trace's memory)
+MAX_ROUNDS = 4   # closed-loop rounds simulated at most (the trace's memory)
 # NOTE: a general rule, not a per-row fit: ModelOpt's PTQ export quantizes the KV cache to
 # fp8 unless told otherwise (NVIDIA/TensorRT-Model-Optimizer examples/llm_ptq/hf_ptq.py,
 # `--kv_cache_qformat` default "fp8"), writing `kv_cache_quant_algo: FP8` into the
