@@ -14,13 +14,13 @@ from experiments.plan.point import PlanSpec, WorkloadSpec
 from experiments.plan.report import SECTIONS, band_columns, rate_band
 from experiments.plan.search import RateSearch
 from experiments.plan.slo import SLOTargets
-from sim.model_error import NO_BAND, error_band
+from sim.model_error import MODEL_ERRORS, NO_BAND, error_band
 
 SMALL = ["plan", "--model", "smollm2-135m", "--workload", "synthetic", "--prompt-len", "64",
          "--output-len", "16", "--num-requests", "40", "--seeds", "1", "--rate-tolerance", "0.2",
          "--chunked-prefill-size", "512", "--max-running-requests", "8,auto", "--jobs", "1",
          "--no-progress"]
-ROOFLINE_BAND = "±19.4%: the roofline cost model's median |error|"
+ROOFLINE_BAND = MODEL_ERRORS["roofline"].describe()
 PLOTS = ("latency_vs_rate.png", "goodput_vs_rate.png", "kv_usage.png", "batch_composition.png")
 
 
@@ -52,7 +52,7 @@ def test_the_kernel_cost_model_plans_with_its_own_error_band(tmp_path, capsys):
     out = tmp_path / "plan"
     args = [*SMALL, "--max-running-requests", "auto", "--cost-model", "kernel"]
     assert main([*args, "--slo", "ttft_p90=100ms,tpot_p90=10ms", "--out", str(out)]) == 0
-    band = "±10.7%: the kernel cost model's median |error| on 37 published runs"
+    band = MODEL_ERRORS["kernel"].describe()
     assert band in capsys.readouterr().out and band in (out / "report.md").read_text()
     assert "--cost-model kernel" in (out / "report.md").read_text()
 
@@ -63,8 +63,8 @@ def test_a_cost_model_without_a_measured_error_says_so():
                     cost_model="fitted.json")
     assert rate_band(spec, 12.4) == f"12.4 req/s ({NO_BAND})"
     assert band_columns(error_band("fitted.json"), 12.4) == {"rate_low": None, "rate_high": None}
-    low, high = error_band("kernel").band(10.0)
-    assert (low, high) == pytest.approx((8.93, 11.07))
+    e = error_band("kernel").median_abs_error_pct / 100
+    assert error_band("kernel").band(10.0) == pytest.approx((10.0 * (1 - e), 10.0 * (1 + e)))
 
 
 def test_impossible_slo_exits_nonzero_with_one_line_and_a_report(tmp_path, capsys):

@@ -68,7 +68,7 @@ def recommendation(spec: PlanSpec, best: Outcome) -> str:
 
 
 def rate_band(spec: PlanSpec, rate: float) -> str:
-    """"12.4 req/s (9.8-15.0 req/s, ±10.7%: the kernel cost model's median |error| on 37
+    """"12.4 req/s (9.8-15.0 req/s, ±14.6%: the kernel cost model's median |error| on 52
     published runs, python -m experiments.published_check)", or the rate with NO_BAND."""
     error = error_band(spec.cost_model)
     if error is None:

@@ -46,5 +46,5 @@ def render(rows: pd.DataFrame, summary: pd.DataFrame, unexpressed: Sequence[Unex
     return "\n\n".join([
         shown.to_string(index=False, float_format=lambda v: f"{v:,.4g}"),
         summary.to_string(index=False, float_format=lambda v: f"{v:+.1f}"),
-        f"expressed {len(rows)} of {total} rows ({100 * len(rows) / total:.0f}%); "
+        f"expressed {len(rows)} of {total} rows ({100 * len(rows) / total:.1f}%); "
         f"not expressed ({len(unexpressed)}):\n{missing}"])
