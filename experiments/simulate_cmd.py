@@ -46,6 +46,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     m.add_argument("--cost-model", default=None, metavar="NAME|JSON",
                    help="roofline (default), kernel (kernel-level: GEMM shapes, NCCL "
                         "alpha-beta, CPU time), or a calibrated cost model file")
+    engine_profile_arguments(m)
     w = p.add_argument_group("workload")
     w.add_argument("--workload", choices=WORKLOADS, default="sharegpt")
     w.add_argument("--workload-file", default=None, metavar="JSONL",
@@ -111,6 +112,32 @@ def parallelism_arguments(g: argparse._ArgumentGroup) -> None:
                    help="Zipf exponent of expert popularity, for hot experts (0: uniform)")
 
 
+def engine_profile_arguments(g: argparse._ArgumentGroup) -> None:
+    """--engine-profile and vLLM's --num-scheduler-steps."""
+    from sim.engine_profile import ENGINE_PROFILES
+
+    g.add_argument("--engine-profile", choices=tuple(ENGINE_PROFILES), default=None,
+                   help="the engine simulated: its CPU time per step and request (kernel cost "
+                        "model) and its default schedule (sglang, trt-llm: overlap; vllm, "
+                        "lmdeploy: none); default sglang")
+    g.add_argument("--num-scheduler-steps", type=positive_int, default=1,
+                   help="vLLM's multi-step scheduling: decode steps per scheduling pass "
+                        "(with --engine-profile vllm)")
+
+
+def engine_profile_arg(args: argparse.Namespace):
+    """The `engine_profile` keyword of engine_profile_arguments' flags (None: the default);
+    UsageError for --num-scheduler-steps on an engine without multi-step scheduling."""
+    from sim.engine_profile import get_engine_profile
+
+    if args.num_scheduler_steps == 1:
+        return args.engine_profile
+    if args.engine_profile != "vllm":
+        raise UsageError(f"--num-scheduler-steps {args.num_scheduler_steps} is vLLM's "
+                         f"multi-step scheduling; add --engine-profile vllm")
+    return get_engine_profile("vllm").with_scheduler_steps(args.num_scheduler_steps)
+
+
 def parallelism_args(args: argparse.Namespace) -> dict[str, Any]:
     """The `sim.simulate.simulate` keywords of parallelism_arguments' flags."""
     from sim.ep_options import EPOptions
@@ -148,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
     _, shape = load_model(args.model)
     workload = make_workload(args, shape.vocab_size)
     result = simulate(workload, model=args.model, hardware=args.hardware, tp=args.tp,
-                      **parallelism_args(args), cost_model=args.cost_model, seed=args.seed, slo=_slo(args, SLO),
+                      **parallelism_args(args), cost_model=args.cost_model,
+                      engine_profile=engine_profile_arg(args), seed=args.seed, slo=_slo(args, SLO),
                       progress=not args.no_progress, **engine_args(args))
     config = run_config(args, workload, result)
     print_summary(config, result)
@@ -213,7 +241,8 @@ def run_config(args: argparse.Namespace, workload, result) -> dict[str, Any]:
 
 def print_summary(config: dict[str, Any], result) -> None:
     s, ex = result.summary, config["executor"]
-    print(f"{config['model']} on {ex['tp']}x {ex['hardware']} [{ex['cost_model']}], "
+    engine = f", {ex['engine_profile']['name']} engine" if "engine_profile" in ex else ""
+    print(f"{config['model']} on {ex['tp']}x {ex['hardware']} [{ex['cost_model']}{engine}], "
           f"workload {config['workload']['name']} ({config['workload']['num_requests']} requests)")
     print(f"completed {s['completed']} in {s['duration']:.3f} s simulated, "
           f"{len(result.steps)} steps, {s['num_retractions']} retractions, "

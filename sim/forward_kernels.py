@@ -3,9 +3,10 @@ the seconds of each kind of kernel a forward runs, as functions of the step's ro
 tokens and extend lengths. The parts that depend on the row counts only are memoised
 (`fixed`), so a simulated step costs a dictionary lookup and the attention terms.
 
-Under attention data parallelism (`attention_dp` d > 1) the step's requests are taken as
-spread evenly over the d attention ranks: attention projections and kernels run on one
-rank's share (ceil(rows / d) rows, 1 / d of the KV tokens and pairs) at the attention tp
+Under attention data parallelism (`attention_dp` d > 1) each request runs on one attention
+rank and the step waits for the busiest (`sim.attention_ranks`: ceil(rows / d) rows for a
+decode batch, a lone prefill's every token): attention projections and kernels run on that
+rank's rows (and its proportional share of the KV tokens and pairs) at the attention tp
 (tp / d), then the MLP and the experts run on all rows over all tp GPUs (the gathered
 batch); the attention output is all-reduced within an attention rank, the MLP's input
 gathered and its output scattered over tp (priced as one all-reduce of the whole batch),
@@ -92,30 +93,34 @@ class ForwardKernels:
         per_layer = 1 + self.params.elementwise_kernels + (2 if self.tp > 1 else 0)
         return gemms + m.num_layers * per_layer + 2
 
-    def fixed(self, rows: int, lm_rows: int, decode: bool) -> FixedParts:
-        key = (rows, lm_rows, decode)
+    def fixed(self, rows: int, lm_rows: int, decode: bool, rank_rows: int | None = None
+              ) -> FixedParts:
+        """The row-count parts of a step of `rows` rows (`rank_rows` on the busiest attention
+        rank; None: an even split, `rank_rows(rows)`)."""
+        rank = self.rank_rows(rows) if rank_rows is None else rank_rows
+        key = (rows, lm_rows, decode, rank)
         parts = self._memo.get(key)
         if parts is None:
-            parts = self._fixed(rows, lm_rows, decode)
+            parts = self._fixed(rows, lm_rows, decode, rank)
             self._memo[key] = parts
         return parts
 
-    def _fixed(self, rows: int, lm_rows: int, decode: bool) -> FixedParts:
+    def _fixed(self, rows: int, lm_rows: int, decode: bool, rank: int) -> FixedParts:
         g = self._gemms
         absorbed = g.decode_rows if decode else ()
         if self.dp == 1:
             linear = self._gemms_split(g.attention + g.rows + absorbed, rows)
         elif self._dense_dp is not None:
-            linear = self._gemms_split(g.attention + absorbed + self._dense_dp, self.rank_rows(rows))
+            linear = self._gemms_split(g.attention + absorbed + self._dense_dp, rank)
         else:
-            linear = sum_splits(self._gemms_split(g.attention + absorbed, self.rank_rows(rows)),
+            linear = sum_splits(self._gemms_split(g.attention + absorbed, rank),
                                 self._gemms_split(g.rows, rows))
-        # NOTE: norms, rotary and activation on one attention rank's rows (its share).
-        linear = sum_splits(linear, BoundSplit(memory=self._elementwise(self.rank_rows(rows))))
-        experts, alltoall = self._experts(rows, decode)
+        # NOTE: norms, rotary and activation on the busiest attention rank's rows.
+        linear = sum_splits(linear, BoundSplit(memory=self._elementwise(rank)))
+        experts, alltoall = self._experts(rows, decode, rank)
         if self.opts.two_batch_overlap:   # hidden under the other micro-batch's compute
             alltoall = max(0.0, alltoall - sum(linear) - sum(experts))
-        lm_head, allreduce = self._lm_head(lm_rows), self._allreduce(rows)
+        lm_head, allreduce = self._lm_head(lm_rows), self._allreduce(rows, rank)
         split = sum_splits(linear, lm_head, experts,
                            BoundSplit(communication=allreduce + alltoall))
         return FixedParts(sum(linear), sum(lm_head), allreduce, sum(experts), alltoall, split)
@@ -145,7 +150,7 @@ class ForwardKernels:
         """One attention rank's share of a step's rows (all of them without attention DP)."""
         return -(-rows // self.dp)
 
-    def _allreduce(self, rows: int) -> float:
+    def _allreduce(self, rows: int, rank: int) -> float:
         """Per layer: attention's output over the attention tp, the MLP's over tp (none in a
         sparse layer under ep > 1, whose experts combine by the all-to-all)."""
         m, row_bytes = self.model, self.model.hidden_size * self._act
@@ -154,7 +159,7 @@ class ForwardKernels:
             return (m.num_layers + mlp) * allreduce_time(rows * row_bytes, self.tp,
                                                          self._bus_over(self.tp)).total
         mlp = self._gathered_layers()
-        attention = allreduce_time(self.rank_rows(rows) * row_bytes, self._atp,
+        attention = allreduce_time(rank * row_bytes, self._atp,
                                    self._bus_over(self._atp)).total
         return m.num_layers * attention + mlp * allreduce_time(rows * row_bytes, self.tp,
                                                                self._bus_over(self.tp)).total
@@ -173,9 +178,9 @@ class ForwardKernels:
             return self._bus
         return self._net.nic_bw * NORMAL_A2A_FRACTION
 
-    def _experts(self, rows: int, decode: bool = False) -> tuple[BoundSplit, float]:
+    def _experts(self, rows: int, decode: bool, rank: int) -> tuple[BoundSplit, float]:
         """(routed experts by bound, all-to-all seconds) over the sparse layers, busiest EP
-        rank."""
+        rank (dispatching the busiest attention rank's `rank` rows)."""
         if self._routing is None:
             return BoundSplit(), 0.0
         m, load = self.model, self._routing.load(rows)
@@ -188,7 +193,7 @@ class ForwardKernels:
                                for n, k in ((2 * width, m.hidden_size), (m.hidden_size, width))),
                              BoundSplit(memory=layers * self._moe_traffic(load.pairs, width)))
         if self.opts.a2a_backend == "deepep":
-            a2a = deepep_time(self.rank_rows(rows), m.moe.experts_per_token, m.hidden_size,
+            a2a = deepep_time(rank, m.moe.experts_per_token, m.hidden_size,
                               self.ep_size, self._net, self._bus, low_latency=decode)
             return experts, layers * a2a
         if self.dp > 1:   # the MLP's gather already gave every rank every row
@@ -204,12 +209,13 @@ class ForwardKernels:
         moved = pairs * self._act * (4 * self.model.hidden_size + 3 * width)
         return moved / self._mem + MOE_EXTRA_KERNELS * self.params.kernel_latency
 
-    def kv_up(self, kv_tokens: int) -> BoundSplit:
-        """Naive MLA's kv_b over every KV token an extend reads (an attention rank's share),
-        by bound; nothing without MLA."""
+    def kv_up(self, kv_tokens: int, share: float | None = None) -> BoundSplit:
+        """Naive MLA's kv_b over every KV token an extend reads (the busiest attention
+        rank's `share`; None: 1 / dp), by bound; nothing without MLA."""
         if not self._gemms.extend_kv:
             return BoundSplit()
-        return self._gemms_split(self._gemms.extend_kv, kv_tokens / self.dp)
+        return self._gemms_split(self._gemms.extend_kv,
+                                 kv_tokens * (1 / self.dp if share is None else share))
 
     def decode_attention(self, kv_tokens: int) -> float:
         """One query per request: read the KV (or compute the pairs, MLA's absorbed heads),
@@ -225,21 +231,22 @@ class ForwardKernels:
         compute = kv * m.attention_flops_per_pair / self._atp / self._attn_rate
         return split_max(compute, kv * self._kv_bytes / self._mem, self.decode_attention(kv_tokens))
 
-    def extend_attention(self, extend_lens: Sequence[int], pairs: int, kv_tokens: int) -> float:
+    def extend_attention(self, extend_lens: Sequence[int], pairs: int, kv_tokens: int,
+                         share: float | None = None) -> float:
         """FlashAttention over query tiles of QUERY_TILE rows per head, in waves of the SMs
-        (an attention rank's share of the tiles, pairs and KV)."""
-        return sum(self.extend_attention_split(extend_lens, pairs, kv_tokens))
+        (the busiest attention rank's `share` of the tiles, pairs and KV; None: 1 / dp)."""
+        return sum(self.extend_attention_split(extend_lens, pairs, kv_tokens, share))
 
-    def extend_attention_split(self, extend_lens: Sequence[int], pairs: int, kv_tokens: int
-                               ) -> BoundSplit:
+    def extend_attention_split(self, extend_lens: Sequence[int], pairs: int, kv_tokens: int,
+                               share: float | None = None) -> BoundSplit:
         """extend_attention's seconds on its bound (compute or memory)."""
-        m = self.model
+        m, share = self.model, 1 / self.dp if share is None else share
         heads = m.num_heads // self._atp
-        units = heads * sum(-(-e // QUERY_TILE) for e in extend_lens) / self.dp
+        units = heads * sum(-(-e // QUERY_TILE) for e in extend_lens) * share
         filled = units / (math.ceil(units / self.chip.num_sms) * self.chip.num_sms)
-        compute = pairs / self.dp * m.naive_attention_flops_per_pair / self._atp / (
+        compute = pairs * share * m.naive_attention_flops_per_pair / self._atp / (
             self._attn_rate * filled)
-        read = kv_tokens / self.dp * self._kv_bytes / self._mem
+        read = kv_tokens * share * self._kv_bytes / self._mem
         return split_max(compute, read,
                          max(compute, read) + m.num_layers * self.params.kernel_latency)
 

@@ -11,7 +11,9 @@
 - allreduce: two per layer (one in a sparse layer under ep > 1), NCCL's alpha-beta model.
 - experts / alltoall: a sparse layer's routed experts as one grouped GEMM over the distinct
   experts on the busiest EP rank (`sim.expert_routing`), and the dispatch and combine.
-- overhead (CPU): scheduling per step and per request, and the launch of the forward: one
+- overhead (CPU): the engine's scheduling per step and per request (`sim.engine_profile`:
+  SGLang's by default; a decode step pays its share of a multi-step pass), and the launch of
+  the forward: one
   CUDA graph replay for decode batches up to `cuda_graph_max_bs`, else each kernel launched
   eagerly; launches overlap the device, so only the launch time beyond it is added.
 - attention data parallelism (`attention_dp` ranks): attention on one rank's share of the
@@ -31,9 +33,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shared.engine_config import DEFAULT_CUDA_GRAPH_MAX_BS
+from sim.attention_ranks import busiest_rank_rows
 from sim.batch_shape import BatchShape
 from sim.chip_kernels import chip_kernels
 from sim.cost_model import BoundSplit, CostModel, StepCost, sum_splits
+from sim.engine_profile import EngineProfile, get_engine_profile
 from sim.ep_options import EPOptions
 from sim.forward_kernels import ForwardKernels
 from sim.hardware import Hardware
@@ -53,6 +57,7 @@ class KernelCostModel(CostModel):
     cuda_graph_max_bs: int = DEFAULT_CUDA_GRAPH_MAX_BS
     attention_dp: int = 1      # attention data-parallel ranks (SGLang --enable-dp-attention)
     ep_options: EPOptions = field(default_factory=EPOptions)   # DeepEP, dense DP, TBO
+    engine: EngineProfile = field(default_factory=lambda: get_engine_profile(None))
     _kernels: ForwardKernels = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -65,13 +70,14 @@ class KernelCostModel(CostModel):
 
     def step_cost(self, shape: BatchShape) -> StepCost:
         if shape.rows == 0:
-            return StepCost(overhead=self.params.cpu_per_step)
+            return StepCost(overhead=self.engine.cpu_time(0, False))
         k, decode = self._kernels, shape.forward_mode.is_decode_or_idle()
-        fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode)
-        linear = fixed.linear + (0.0 if decode else sum(k.kv_up(shape.kv_tokens)))
+        rank, share = self._busiest_rank(shape, decode)
+        fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode, rank)
+        linear = fixed.linear + (0.0 if decode else sum(k.kv_up(shape.kv_tokens, share)))
         attention = (k.decode_attention(shape.kv_tokens) if decode
                      else k.extend_attention(shape.extend_lens, shape.attention_pairs,
-                                             shape.kv_tokens))
+                                             shape.kv_tokens, share))
         cost = StepCost(linear=linear, attention=attention, lm_head=fixed.lm_head,
                         allreduce=fixed.allreduce, experts=fixed.experts, alltoall=fixed.alltoall)
         return cost._replace(overhead=self._overhead(shape.batch_size, shape.rows, decode,
@@ -84,12 +90,13 @@ class KernelCostModel(CostModel):
         if shape.rows == 0:
             return BoundSplit(cpu=overhead)
         k, decode = self._kernels, shape.forward_mode.is_decode_or_idle()
-        fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode).split
+        rank, share = self._busiest_rank(shape, decode)
+        fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode, rank).split
         if decode:
             device = sum_splits(fixed, k.decode_attention_split(shape.kv_tokens))
         else:
-            device = sum_splits(fixed, k.kv_up(shape.kv_tokens), k.extend_attention_split(
-                shape.extend_lens, shape.attention_pairs, shape.kv_tokens))
+            device = sum_splits(fixed, k.kv_up(shape.kv_tokens, share), k.extend_attention_split(
+                shape.extend_lens, shape.attention_pairs, shape.kv_tokens, share))
         return device._replace(cpu=overhead)
 
     def decode_step_bound(self, seq_lens: np.ndarray, padded_batch_size: int,
@@ -112,7 +119,7 @@ class KernelCostModel(CostModel):
         b, rows = len(seq_lens), padded_batch_size
         if rows == 0:
             while True:
-                yield self.params.cpu_per_step
+                yield self.engine.cpu_time(0, False)
         k = self._kernels
         fixed = k.fixed(rows, rows, True)
         kv = int(np.add.reduce(seq_lens)) + rows - b
@@ -124,6 +131,15 @@ class KernelCostModel(CostModel):
             yield max(device, overhead) if overlap else device + overhead
             kv += b
 
+    def _busiest_rank(self, shape: BatchShape, decode: bool) -> tuple[int | None, float | None]:
+        """(rows, share of the batch's attention work) of the busiest attention-DP rank for
+        an extend (`sim.attention_ranks`); (None, None), an even split, for a decode batch or
+        without attention DP."""
+        if decode or self.attention_dp == 1 or shape.rows == 0:
+            return None, None
+        rank = busiest_rank_rows(shape.extend_lens, self.attention_dp)
+        return rank, rank / max(1, int(np.add.reduce(shape.extend_lens)))
+
     def _overhead(self, batch_size: int, rows: int, decode: bool, device: float) -> float:
         # NOTE: under attention DP each rank's scheduler runs its share of the batch, all
         # ranks at once; a rank's CUDA graph covers its own rows.
@@ -131,4 +147,4 @@ class KernelCostModel(CostModel):
         graph = decode and k.rank_rows(rows) <= self.cuda_graph_max_bs
         launch = p.graph_replay if graph else p.launch_per_kernel * k.kernel_count
         requests = batch_size if self.attention_dp == 1 else k.rank_rows(batch_size)
-        return p.cpu_per_step + p.cpu_per_request * requests + max(0.0, launch - device)
+        return self.engine.cpu_time(requests, decode) + max(0.0, launch - device)

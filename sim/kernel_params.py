@@ -1,6 +1,7 @@
 """`KernelParams`: the kernel cost model's constants that hold across chips (device time of a
 kernel beyond its work, the fraction of datasheet memory bandwidth streaming kernels reach,
-the CPU's time per step, per request and per launch). Each default says where it comes
+the CPU's time per kernel launch and per CUDA graph replay; the engine's own CPU time is its
+`sim.engine_profile`). Each default says where it comes
 from: a microbenchmark figure, or one fit across the whole calibration set
 (`python -m experiments.published_check --fit`), never a single published row.
 """
@@ -17,8 +18,6 @@ class KernelParams:
     expert_memory_efficiency: float = 0.62  # the same for a MoE layer's grouped expert GEMM
     kernel_latency: float = 6e-6        # device seconds a kernel takes beyond its work
     elementwise_kernels: int = 4        # per layer: 2 RMSNorms (+residual), rotary, activation
-    cpu_per_step: float = 60e-6         # scheduling, batch building and sampling, per step
-    cpu_per_request: float = 3e-6       # per request in the batch, per step
     launch_per_kernel: float = 4e-6     # CPU seconds to launch one kernel eagerly
     graph_replay: float = 15e-6         # CPU seconds to replay a captured CUDA graph
 
@@ -47,8 +46,6 @@ SOURCES = {
                                  "(deepseek-ai/DeepGEMM README, 'Grouped GEMMs for MoE models "
                                  "(masked layout)')"),
     "elementwise_kernels": "SGLang's Llama layer: fused add+RMSNorm twice, rotary, SiLU-and-mul",
-    "cpu_per_step": "assumption pending the calibration-set fit",
-    "cpu_per_request": "assumption pending the calibration-set fit",
     "launch_per_kernel": "assumption: a CUDA kernel launch costs the CPU ~4 us",
     "graph_replay": "assumption: replaying a captured CUDA graph costs the CPU ~15 us",
 }

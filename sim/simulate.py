@@ -16,6 +16,11 @@ taken as spread evenly over the ranks), `ep_options` (SGLang's wide-EP flags:
 int4-weight-only, none; None keeps the checkpoint's `quantization_config`), `kv_cache_dtype`
 (`--kv-cache-dtype`) and `expert_zipf` (hot experts: `sim.expert_routing`). Bad values raise
 ValueError naming the field before anything runs.
+
+`engine_profile` (`sim.engine_profile`: "sglang", "vllm", "trt-llm", "lmdeploy" or an
+EngineProfile) names the engine being simulated: its CPU time per step and per request (the
+"kernel" cost model's overhead; vLLM's multi-step scheduling) and its default schedule
+(overlap or not; an explicit `disable_overlap_schedule` wins). None: SGLang's.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from shared.workload import Workload
 from sim.calibrated import CalibratedCostModel
 from sim.cost_model import CostModel, ZeroCostModel
 from sim.driver import drive_workload
+from sim.engine_profile import DEFAULT_ENGINE_PROFILE, EngineProfile, get_engine_profile
 from sim.ep_options import EPOptions
 from sim.hardware import Hardware, get_hardware
 from sim.kernel_cost_model import KernelCostModel
@@ -80,6 +86,7 @@ def simulate(workload: Workload, *, model: ModelSpec = "llama-3-8b",
              quantization: str | None = None, kv_cache_dtype: str = "auto",
              expert_zipf: float = 0.0, cost_model: CostModelSpec = None,
              kernel_params: KernelParams | None = None,
+             engine_profile: str | EngineProfile | None = None,
              token_source: TokenSource | None = None, seed: int = 0, slo: SLO | None = None,
              progress: bool = False, bounds: bool = True, **engine_args: Any) -> RunResult:
     """Serve `workload` and return its RunResult.
@@ -91,8 +98,8 @@ def simulate(workload: Workload, *, model: ModelSpec = "llama-3-8b",
     `token_source`: None (SyntheticTokenSource(seed, vocab, eos)) or any TokenSource; its
     `finished` is the driver's finished hook. `kernel_params`: the constants of the "kernel"
     cost model (`sim.kernel_params`). `engine_args`: EngineConfig fields. `ep_size`,
-    `dp_size`, `enable_dp_attention`, `quantization`, `kv_cache_dtype`, `expert_zipf`: see
-    the module doc.
+    `dp_size`, `enable_dp_attention`, `quantization`, `kv_cache_dtype`, `expert_zipf`,
+    `engine_profile`: see the module doc.
     `bounds`: fill the steps' `bound` column (each recorded batch re-priced once after the
     run, `sim.step_bounds`); False leaves it "" and saves that pass.
     Raises ValueError for unknown keys, bad parameters or an empty workload."""
@@ -102,7 +109,7 @@ def simulate(workload: Workload, *, model: ModelSpec = "llama-3-8b",
                          dp_size=dp_size, enable_dp_attention=enable_dp_attention,
                          ep_options=ep_options, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
                          expert_zipf=expert_zipf, cost_model=cost_model,
-                         kernel_params=kernel_params,
+                         kernel_params=kernel_params, engine_profile=engine_profile,
                          token_source=token_source, seed=seed, **engine_args)
     trace = drive_workload(s.scheduler, s.runner, workload,
                            finished_hook=s.token_source.finished, progress=progress)
@@ -117,6 +124,7 @@ def build_simulation(*, model: ModelSpec = "llama-3-8b",
                      quantization: str | None = None, kv_cache_dtype: str = "auto",
                      expert_zipf: float = 0.0, cost_model: CostModelSpec = None,
                      kernel_params: KernelParams | None = None,
+                     engine_profile: str | EngineProfile | None = None,
                      token_source: TokenSource | None = None, seed: int = 0,
                      **engine_args: Any) -> Simulation:
     """The scheduler, runner, token source and cost model `simulate` uses (same arguments)."""
@@ -130,10 +138,12 @@ def build_simulation(*, model: ModelSpec = "llama-3-8b",
     check_tp(tp // attention_dp, shape)   # the attention heads split over the attention tp
     check_ep(ep_size, tp, shape)
     ep_options.check(attention_dp, tp)
-    engine = engine_config(engine_args)
+    profile = get_engine_profile(engine_profile)
+    engine = engine_config({"disable_overlap_schedule": not profile.overlap, **engine_args})
     info = model_info(config_json, shape)
     cost = resolve_cost_model(cost_model, shape, hw, tp, ep_size, expert_zipf,
-                              graph_batch_limit(engine), kernel_params, attention_dp, ep_options)
+                              graph_batch_limit(engine), kernel_params, attention_dp, ep_options,
+                              profile)
     capacity = kv_capacity_tokens(shape, hw, tp, engine.max_total_tokens, ep_size=ep_size,
                                   attention_dp=attention_dp,
                                   extra_weight_bytes=ep_options.replicated_weight_bytes(shape, tp))
@@ -146,6 +156,8 @@ def build_simulation(*, model: ModelSpec = "llama-3-8b",
                                 "cost_model": describe_cost_model(cost)}
     if not ep_options.is_default:
         scheduler.trace.executor["ep_options"] = dataclasses.asdict(ep_options)
+    if profile != get_engine_profile(DEFAULT_ENGINE_PROFILE):
+        scheduler.trace.executor["engine_profile"] = dataclasses.asdict(profile)
     source = token_source or SyntheticTokenSource(seed, info.vocab_size, info.eos_token_ids)
     runner = SimModelRunner(cost, source, scheduler.config, info)
     return Simulation(scheduler, runner, source, cost, shape, hw)
@@ -228,16 +240,19 @@ def resolve_cost_model(cost_model: CostModelSpec, shape: ModelShape, hardware: H
                        tp: int, ep_size: int = 1, expert_zipf: float = 0.0,
                        cuda_graph_max_bs: int | None = None,
                        kernel_params: KernelParams | None = None,
-                       attention_dp: int = 1, ep_options: EPOptions | None = None) -> CostModel:
+                       attention_dp: int = 1, ep_options: EPOptions | None = None,
+                       engine_profile: EngineProfile | None = None) -> CostModel:
     """None or "roofline": the roofline; "kernel": the kernel-level model
-    (`sim.kernel_cost_model`, with `kernel_params` or the defaults); a CostModel as it is;
+    (`sim.kernel_cost_model`, with `kernel_params` or the defaults, and the CPU time of
+    `engine_profile`, SGLang's when None); a CostModel as it is;
     a path: a calibrated model's JSON. Attention DP (`attention_dp` > 1) is priced by the
     kernel model only: ValueError for the others."""
     if cost_model == "kernel":
         graphs = {} if cuda_graph_max_bs is None else {"cuda_graph_max_bs": cuda_graph_max_bs}
         return KernelCostModel(shape, hardware, tp, ep_size, expert_zipf,
                                kernel_params or KernelParams(), attention_dp=attention_dp,
-                               ep_options=ep_options or EPOptions(), **graphs)
+                               ep_options=ep_options or EPOptions(),
+                               engine=get_engine_profile(engine_profile), **graphs)
     if isinstance(cost_model, CostModel):
         return cost_model
     if attention_dp > 1:

@@ -181,3 +181,21 @@ def test_predict_runs_the_simulator_in_the_published_unit():
     pred = predict(spec)
     assert pred.row_id == "r1" and 1.0 < pred.predicted < 1e3
     assert pred.predicted == pytest.approx(pred.sim_seconds * 1e3, rel=0.5)
+
+
+def test_each_row_runs_on_its_engine_profile():
+    """The engine column picks the profile: TensorRT-LLM rows trt-llm, SGLang sglang."""
+    assert express({**ROW, "engine": "tensorrt-llm (pytorch backend)"}
+                   ).sim_args["engine_profile"] == "trt-llm"
+    assert express({**ROW, "engine": "sglang"}).sim_args["engine_profile"] == "sglang"
+
+
+def test_a_vllm_row_reads_multi_step_scheduling_and_its_batch_flags():
+    """--num-scheduler-step 15 becomes 15 decode steps per pass; --max-num-seqs the running
+    cap; --max-num-batched-tokens the prefill chunk."""
+    row = {**ROW, "engine": "vllm (ROCm)",
+           "workload": "tuned server: -tp 8 --num-scheduler-step 15 --max-num-seqs 1024 "
+                       "--max-num-batched-tokens 2048"}
+    args = express(row).sim_args
+    assert args["engine_profile"].name == "vllm" and args["engine_profile"].scheduler_steps == 15
+    assert args["max_running_requests"] == 1024 and args["chunked_prefill_size"] == 2048

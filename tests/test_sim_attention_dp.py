@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from shared import SamplingParams, Workload
+from sim.attention_ranks import busiest_rank_rows
 from sim.batch_shape import BatchShape
 from sim.chip_kernels import chip_kernels
 from sim.collectives import allreduce_time
@@ -112,3 +113,21 @@ def test_with_the_batch_gathered_experts_need_no_all_to_all():
     assert parts.alltoall == 0.0 and parts.experts > 0
     assert parts.allreduce == pytest.approx(
         m.num_layers * allreduce_time(rows * m.hidden_size * 2, 8, bus).total)
+
+
+def test_a_request_stays_on_one_attention_rank():
+    """Requests are dealt whole, longest first: a lone prefill loads one rank with every token,
+    a decode batch splits evenly, and mixed lengths balance as LPT does."""
+    assert busiest_rank_rows([4096], 8) == 4096
+    assert busiest_rank_rows([1] * 20, 8) == 3
+    assert busiest_rank_rows([5, 4, 3, 3, 3], 2) == 10   # LPT: A gets 5, 3; B gets 4, 3, 3
+    assert busiest_rank_rows([7, 2], 1) == 9
+
+
+def test_a_lone_prefill_under_attention_dp_costs_one_rank_its_whole_attention():
+    """One 4096-token prompt on 8 attention ranks is priced on the rank that holds it: slower
+    than the same tokens as eight 512-token prompts, one per rank."""
+    m = KernelCostModel(get_model_shape("deepseek-v3"), H200, 8, 8, attention_dp=8)
+    lone = m.step_cost(BatchShape.build("EXTEND", [4096], [0]))
+    spread = m.step_cost(BatchShape.build("EXTEND", [512] * 8, [0] * 8))
+    assert lone.attention > spread.attention and lone.linear > spread.linear

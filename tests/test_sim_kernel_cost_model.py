@@ -8,6 +8,7 @@ import pytest
 
 from sim.batch_shape import BatchShape
 from sim.collectives import allgather_time, allreduce_time
+from sim.engine_profile import EngineProfile, get_engine_profile
 from sim.gemm_time import GemmChip, gemm_efficiency, gemm_time
 from sim.hardware import get_hardware
 from sim.kernel_cost_model import KernelCostModel
@@ -88,7 +89,9 @@ def _model(**params) -> KernelCostModel:
 
 def test_cpu_time_is_hidden_under_overlap_and_added_without_it():
     """A decode step costs device + CPU, or max(device, CPU) under the overlap schedule."""
-    cost = _model(cpu_per_step=1e-3).step_cost(BatchShape.decode(np.full(8, 100), 8))
+    engine = EngineProfile("test", cpu_per_step=1e-3, cpu_per_request=3e-6, overlap=True)
+    m = KernelCostModel(get_model_shape("llama-3-8b"), get_hardware("h100"), 1, engine=engine)
+    cost = m.step_cost(BatchShape.decode(np.full(8, 100), 8))
     assert cost.overhead == pytest.approx(1e-3 + 8 * 3e-6)
     assert cost.time(overlap=False) == pytest.approx(cost.device + cost.overhead)
     assert cost.time(overlap=True) == pytest.approx(max(cost.device, cost.overhead))
@@ -100,7 +103,7 @@ def test_an_eager_step_pays_the_launches_the_device_does_not_hide():
                         params=KernelParams(launch_per_kernel=1e-3), cuda_graph_max_bs=4)
     graph = m.step_cost(BatchShape.decode(np.full(4, 100), 4))
     eager = m.step_cost(BatchShape.decode(np.full(8, 100), 8))
-    p = KernelParams()
+    p = get_engine_profile("sglang")
     assert graph.overhead == pytest.approx(p.cpu_per_step + 4 * p.cpu_per_request)
     launches = 1e-3 * m._kernels.kernel_count
     assert eager.overhead == pytest.approx(p.cpu_per_step + 8 * p.cpu_per_request

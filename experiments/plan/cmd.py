@@ -26,6 +26,7 @@ from pathlib import Path
 from experiments.arg_types import non_negative_float, non_negative_int, positive_int
 from experiments.plan.grid import NONE_WORDS, Grid, check_candidates, parse_list
 from experiments.plan.slo import DEFAULT_SLO, format_rate
+from experiments.simulate_cmd import engine_profile_arg, engine_profile_arguments
 
 HELP = "find the highest request rate within SLOs and rank configurations by goodput per GPU"
 EXIT_INFEASIBLE = 3
@@ -49,6 +50,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="Zipf exponent of expert popularity, for hot experts (0: uniform)")
     m.add_argument("--cost-model", default=None, metavar="NAME|JSON",
                    help="roofline (default), kernel, or a calibrated cost model file")
+    engine_profile_arguments(m)
     w = p.add_argument_group("workload")
     w.add_argument("--workload", choices=WORKLOADS, default="sharegpt")
     w.add_argument("--num-requests", type=int, default=1000, help="requests per run")
@@ -98,7 +100,7 @@ def build_plan(args: argparse.Namespace):
                             args.burstiness, args.num_groups, args.system_prompt_len)
     spec = PlanSpec(args.model, workload, SLOTargets.parse(args.slo),
                     tuple(range(args.seeds)), args.rate_tolerance, expert_zipf=args.expert_zipf,
-                    cost_model=args.cost_model)
+                    cost_model=args.cost_model, engine_profile=engine_profile_arg(args))
     grid = Grid(parse_list(args.hardware, "--hardware", str),
                 parse_list(args.tp, "--tp", int),
                 parse_list(args.chunked_prefill_size, "--chunked-prefill-size", int, "off"),
@@ -185,6 +187,8 @@ def plan_config(spec, grid: Grid, args, generator: dict) -> dict:
             "seeds": list(spec.seeds), "rate_tolerance": spec.rate_tolerance,
             "min_rate_fraction": spec.min_rate_fraction, "expert_zipf": spec.expert_zipf,
             "cost_model": spec.cost_model,
+            "engine_profile": dataclasses.asdict(spec.engine_profile) if spec.engine_profile
+            else None,
             "probe_scale": PROBE_SCALE,
             "floor_requests": FLOOR_REQUESTS, "jobs": args.jobs, "grid": grid.to_dict(),
             "num_configurations": len(grid.candidates())}

@@ -18,13 +18,16 @@ import argparse
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from experiments.plan.grid import Candidate
 from experiments.plan.limits import load_stats
 from experiments.plan.slo import SLOTargets
+
+if TYPE_CHECKING:
+    from sim.engine_profile import EngineProfile
 
 SUMMARY_KEYS = ("completed", "request_throughput", "output_throughput", "num_retractions",
                 *(f"{m}_{s}" for m in ("ttft", "tpot", "itl", "e2e")
@@ -66,6 +69,7 @@ class PlanSpec:
     min_rate_fraction: float = 1 / 16
     expert_zipf: float = 0.0           # Zipf exponent of expert popularity (0: uniform)
     cost_model: str | None = None      # as `simulate`'s: None (roofline), "kernel", a JSON path
+    engine_profile: EngineProfile | None = None   # as `simulate`'s (None: SGLang's)
 
     def __post_init__(self) -> None:
         if not self.seeds:
@@ -118,7 +122,8 @@ def simulate_point(spec: PlanSpec, point: Point):
     c = point.candidate
     return simulate(workload, model=spec.model, hardware=c.hardware, tp=c.tp, seed=point.seed,
                     slo=spec.slo.per_request(), expert_zipf=spec.expert_zipf,
-                    cost_model=spec.cost_model, bounds=False, **c.run_args(), **c.engine_args())
+                    cost_model=spec.cost_model, engine_profile=spec.engine_profile,
+                    bounds=False, **c.run_args(), **c.engine_args())
 
 
 def run_point(spec: PlanSpec, point: Point) -> PointResult:

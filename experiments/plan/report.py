@@ -77,10 +77,19 @@ def rate_band(spec: PlanSpec, rate: float) -> str:
     return f"{format_rate(rate)} req/s ({format_rate(low)}-{format_rate(high)} req/s, {error.describe()})"
 
 
+def engine_flags(profile) -> str:
+    """--engine-profile (and --num-scheduler-steps) of a plan's profile; "" for the default."""
+    if profile is None:
+        return ""
+    steps = f" --num-scheduler-steps {profile.scheduler_steps}" if profile.scheduler_steps > 1 else ""
+    return f"--engine-profile {profile.name}{steps}"
+
+
 def simulate_command(spec: PlanSpec, c: Candidate, rate: float) -> str:
     w, knobs, slo = spec.workload, c.engine_args(), spec.slo.per_request()
     lines = [f"batchtwin simulate --model {spec.model} --hardware {c.hardware} --tp {c.tp}",
-             f"--cost-model {spec.cost_model}" if spec.cost_model else "", run_flags(spec, c),
+             f"--cost-model {spec.cost_model}" if spec.cost_model else "",
+             engine_flags(spec.engine_profile), run_flags(spec, c),
              f"--workload {w.workload} --num-requests {w.num_requests} --rate {rate:.10g} "
              f"--burstiness {w.burstiness:g} --seed {spec.seeds[0]}"]
     lengths = [f"--{k.replace('_', '-')} {v}" for k, v in

@@ -1,0 +1,63 @@
+"""`engine_args(row, notes)`: the serving engine of a calibration-set row as simulator
+keywords: its engine profile (`sim.engine_profile`, from the `engine` column, with vLLM's
+multi-step scheduling from the published flags) and the vLLM batch limits the published
+commands set (`--max-num-seqs`, `--max-num-batched-tokens`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+# substring of the `engine` column (lower case) -> engine profile
+ENGINES = (("tensorrt-llm", "trt-llm"), ("sglang", "sglang"), ("lmdeploy", "lmdeploy"),
+           ("vllm", "vllm"))
+SCHEDULER_STEPS = re.compile(r"(?:num[-_]scheduler[-_]steps?|multi-step scheduling)[ =]*(\d+)")
+MAX_NUM_SEQS = re.compile(r"--max-num-seqs[ =](\d+)")
+MAX_BATCHED_TOKENS = re.compile(r"--max-num-batched-tokens[ =](\d+)")
+
+
+def engine_args(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    """{"engine_profile": ...} and, for vLLM, the batch limits of its flags; {} for an engine
+    without a profile (the simulator's default, SGLang's, is then used and noted)."""
+    name = profile_name(str(row.get("engine", "")))
+    if name is None:
+        notes.append(f"engine {row.get('engine')!r} has no profile: SGLang's")
+        return {}
+    if name != "vllm":
+        return {"engine_profile": name}
+    return {"engine_profile": _vllm_profile(row, notes), **_vllm_limits(row, notes)}
+
+
+def profile_name(engine: str) -> str | None:
+    """The engine profile of an `engine` cell, None when no rule matches."""
+    low = engine.lower()
+    return next((profile for part, profile in ENGINES if part in low), None)
+
+
+def _vllm_profile(row: Mapping[str, Any], notes: list[str]):
+    from sim.engine_profile import get_engine_profile
+
+    text = f"{row.get('workload', '')} {row.get('caveat', '')}"
+    match = SCHEDULER_STEPS.search(text)
+    if match is None:
+        return "vllm"
+    notes.append(f"vLLM multi-step scheduling: {match.group(1)} decode steps per pass")
+    return get_engine_profile("vllm").with_scheduler_steps(int(match.group(1)))
+
+
+def _vllm_limits(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    """--max-num-seqs as the running-request cap; --max-num-batched-tokens as the prefill
+    chunk (vLLM's token budget also holds the step's decode tokens; SGLang's chunk does not)."""
+    text, limits = str(row.get("workload", "")), {}
+    seqs, tokens = MAX_NUM_SEQS.search(text), MAX_BATCHED_TOKENS.search(text)
+    if seqs:
+        limits["max_running_requests"] = int(seqs.group(1))
+    if "--enable-chunked-prefill=False" in text:
+        notes.append("--enable-chunked-prefill=False: prefills unchunked")
+        limits["chunked_prefill_size"] = None
+    if tokens:
+        budget = int(tokens.group(1))
+        notes.append(f"--max-num-batched-tokens {budget} as a {budget}-token prefill chunk")
+        limits.update(chunked_prefill_size=budget, max_prefill_tokens=budget)
+    return limits

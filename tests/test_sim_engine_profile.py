@@ -1,0 +1,95 @@
+"""Engine profiles: each named engine's CPU time per step and request, vLLM's multi-step
+scheduling, and the default schedule (overlap or not) a profile gives a simulation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shared import Workload
+from sim.batch_shape import BatchShape
+from sim.engine_profile import ENGINE_PROFILES, EngineProfile, get_engine_profile
+from sim.hardware import get_hardware
+from sim.kernel_cost_model import KernelCostModel
+from sim.model_shapes import get_model_shape
+from sim.simulate import build_simulation, simulate
+
+DECODE = BatchShape.decode(np.full(64, 500), 64)
+
+
+def _kernel(engine: EngineProfile) -> KernelCostModel:
+    return KernelCostModel(get_model_shape("llama-3-8b"), get_hardware("h100"), 1, engine=engine)
+
+
+def test_every_named_engine_is_registered():
+    """The issue's engines have profiles: sglang, vllm, trt-llm (and lmdeploy)."""
+    assert {"sglang", "vllm", "trt-llm", "lmdeploy"} <= set(ENGINE_PROFILES)
+    assert get_engine_profile(None) == ENGINE_PROFILES["sglang"]
+
+
+def test_an_unknown_profile_is_refused_naming_the_known_ones():
+    """A typo names the registered profiles."""
+    with pytest.raises(ValueError, match=r"unknown engine profile 'sglng'.*vllm"):
+        get_engine_profile("sglng")
+
+
+@pytest.mark.parametrize("field, value", [("cpu_per_step", -1.0), ("cpu_per_request", float("nan")),
+                                          ("scheduler_steps", 0), ("overlap", 1)])
+def test_a_bad_profile_field_is_refused_by_name(field, value):
+    """Negative or non-finite CPU seconds, fewer than one scheduler step, a non-bool overlap."""
+    kwargs = {"name": "x", "cpu_per_step": 0.0, "cpu_per_request": 0.0, "overlap": False,
+              field: value}
+    with pytest.raises(ValueError, match=field):
+        EngineProfile(**kwargs)
+
+
+def test_a_step_pays_the_profile_cpu_per_step_and_per_request():
+    """Overhead of a graph-replayed decode step = per-step + requests x per-request + 0 launch
+    beyond the device."""
+    engine = EngineProfile("x", cpu_per_step=2e-3, cpu_per_request=1e-5, overlap=False)
+    cost = _kernel(engine).step_cost(DECODE)
+    assert cost.overhead == pytest.approx(2e-3 + 64 * 1e-5)
+
+
+def test_multi_step_scheduling_amortises_a_decode_pass_but_not_a_prefill():
+    """--num-scheduler-steps 8: a decode step pays an eighth of the pass; an extend the whole."""
+    one = EngineProfile("x", cpu_per_step=4e-3, cpu_per_request=1e-5, overlap=False)
+    eight = one.with_scheduler_steps(8)
+    assert _kernel(eight).step_cost(DECODE).overhead == pytest.approx(
+        _kernel(one).step_cost(DECODE).overhead / 8)
+    prefill = BatchShape.build("EXTEND", [512], [0])
+    assert _kernel(eight).step_cost(prefill).overhead == pytest.approx(
+        _kernel(one).step_cost(prefill).overhead)
+
+
+def test_a_cpu_heavy_engine_is_slower_without_overlap_than_under_it():
+    """The same CPU-heavy step: device + CPU without overlap, max(device, CPU) under it."""
+    heavy = EngineProfile("x", cpu_per_step=5e-3, cpu_per_request=0.0, overlap=False)
+    cost = _kernel(heavy).step_cost(DECODE)
+    assert cost.time(overlap=False) == pytest.approx(cost.device + cost.overhead)
+    assert cost.time(overlap=True) == pytest.approx(max(cost.device, cost.overhead))
+    assert cost.time(overlap=True) < cost.time(overlap=False)
+
+
+@pytest.mark.parametrize("name", sorted(ENGINE_PROFILES))
+def test_a_profile_sets_the_default_schedule_and_the_cost_model_cpu(name):
+    """simulate(engine_profile=...) schedules with the profile's overlap and prices its CPU."""
+    s = build_simulation(engine_profile=name, cost_model="kernel")
+    assert s.scheduler.config.overlap == ENGINE_PROFILES[name].overlap
+    assert s.cost_model.engine == ENGINE_PROFILES[name]
+
+
+def test_an_explicit_overlap_flag_wins_over_the_profile():
+    """--disable-overlap-schedule on an SGLang profile still turns overlap off."""
+    s = build_simulation(engine_profile="sglang", disable_overlap_schedule=True)
+    assert not s.scheduler.config.overlap
+
+
+def test_vllm_multi_step_serves_faster_than_single_step():
+    """The same vLLM run with 8 scheduler steps finishes sooner: its decode CPU is amortised."""
+    w = Workload.synthetic(16, 64, 32, vocab_size=128256)
+    single = simulate(w, cost_model="kernel", engine_profile="vllm", bounds=False)
+    multi = simulate(w, cost_model="kernel", bounds=False,
+                     engine_profile=get_engine_profile("vllm").with_scheduler_steps(8))
+    assert multi.summary["duration"] < single.summary["duration"]
+    assert multi.trace.executor["engine_profile"]["scheduler_steps"] == 8
