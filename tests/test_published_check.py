@@ -199,3 +199,15 @@ def test_a_vllm_row_reads_multi_step_scheduling_and_its_batch_flags():
     args = express(row).sim_args
     assert args["engine_profile"].name == "vllm" and args["engine_profile"].scheduler_steps == 15
     assert args["max_running_requests"] == 1024 and args["chunked_prefill_size"] == 2048
+
+
+def test_trt_llm_max_num_tokens_is_one_ranks_prefill_chunk():
+    """TRT-LLM's max_num_tokens 1151 under attention DP: a 1151-token chunk per step, not
+    one per rank (the ranks schedule their contexts apart)."""
+    row = {**ROW, "engine": "tensorrt-llm", "tp": "8", "dp": "8", "ep": "8",
+           "model": "deepseek-ai/DeepSeek-R1",
+           "workload": "trtllm-bench throughput, attention DP on, max_batch_size 128 per rank, "
+                       "max_num_tokens 1151, CUDA graph batch 128"}
+    args = express(row).sim_args
+    assert args["chunked_prefill_size"] == args["max_prefill_tokens"] == 1151
+    assert args["dp_size"] == 8

@@ -1,7 +1,8 @@
 """`engine_args(row, notes)`: the serving engine of a calibration-set row as simulator
 keywords: its engine profile (`sim.engine_profile`, from the `engine` column, with vLLM's
-multi-step scheduling from the published flags) and the vLLM batch limits the published
-commands set (`--max-num-seqs`, `--max-num-batched-tokens`)."""
+multi-step scheduling from the published flags) and the batch limits the published
+commands set: vLLM's `--max-num-seqs` and `--max-num-batched-tokens`, TRT-LLM's
+`max_num_tokens`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ ENGINES = (("tensorrt-llm", "trt-llm"), ("sglang", "sglang"), ("lmdeploy", "lmde
 SCHEDULER_STEPS = re.compile(r"(?:num[-_]scheduler[-_]steps?|multi-step scheduling)[ =]*(\d+)")
 MAX_NUM_SEQS = re.compile(r"--max-num-seqs[ =](\d+)")
 MAX_BATCHED_TOKENS = re.compile(r"--max-num-batched-tokens[ =](\d+)")
+MAX_NUM_TOKENS = re.compile(r"max_num_tokens[ =:]*(\d+)")
 
 
 def engine_args(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
@@ -24,6 +26,8 @@ def engine_args(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
     if name is None:
         notes.append(f"engine {row.get('engine')!r} has no profile: SGLang's")
         return {}
+    if name == "trt-llm":
+        return {"engine_profile": name, **_trt_limits(row, notes)}
     if name != "vllm":
         return {"engine_profile": name}
     return {"engine_profile": _vllm_profile(row, notes), **_vllm_limits(row, notes)}
@@ -61,3 +65,16 @@ def _vllm_limits(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
         notes.append(f"--max-num-batched-tokens {budget} as a {budget}-token prefill chunk")
         limits.update(chunked_prefill_size=budget, max_prefill_tokens=budget)
     return limits
+
+
+def _trt_limits(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    """TRT-LLM's max_num_tokens (the tokens one rank's forward takes) as the prefill chunk.
+    NOTE: under attention DP each rank schedules its own context chunks, so a step holds one
+    rank's budget of new tokens, not one per rank: the budget is not multiplied by dp."""
+    match = MAX_NUM_TOKENS.search(str(row.get("workload", "")))
+    if match is None:
+        return {}
+    budget = int(match.group(1))
+    notes.append(f"max_num_tokens {budget}: a {budget}-token prefill chunk per step (one "
+                 f"rank's budget; the attention-DP ranks schedule their contexts apart)")
+    return {"chunked_prefill_size": budget, "max_prefill_tokens": budget}
