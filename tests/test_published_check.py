@@ -211,3 +211,24 @@ def test_trt_llm_max_num_tokens_is_one_ranks_prefill_chunk():
     args = express(row).sim_args
     assert args["chunked_prefill_size"] == args["max_prefill_tokens"] == 1151
     assert args["dp_size"] == 8
+
+
+def test_trtllm_bench_limits_follow_the_tools_heuristic():
+    """Llama-3.1-8B fp16 on one A100-80GB at 128/2048: (74.5 GiB - 15 GiB of weights) x 0.95
+    of KV at 0.266 GiB per request is 212 requests: batch 224 (rounded up to 32), tokens
+    224 x (1 + 128/2048) = 238, floored at 2048."""
+    from experiments.published_check.trtllm_bench_limits import trtllm_bench_limits
+    from sim.hardware import get_hardware
+    from sim.model_shapes import get_model_shape
+
+    limits = trtllm_bench_limits(get_model_shape("llama-3.1-8b"), get_hardware("a100-80g"), 1,
+                                 128, 2048)
+    assert limits == (224, 2048)
+
+
+def test_a_trtllm_bench_row_without_printed_limits_gets_the_heuristics():
+    """No max_batch_size / max_num_tokens in the row: the running cap and chunk come from
+    trtllm-bench's own heuristic (batch per rank times the attention ranks)."""
+    row = {**ROW, "engine": "tensorrt-llm", "workload": "trtllm-bench throughput, synthetic"}
+    args = express(row).sim_args
+    assert args["max_running_requests"] >= 64 and args["chunked_prefill_size"] >= 2048

@@ -19,15 +19,18 @@ MAX_BATCHED_TOKENS = re.compile(r"--max-num-batched-tokens[ =](\d+)")
 MAX_NUM_TOKENS = re.compile(r"max_num_tokens[ =:]*(\d+)")
 
 
-def engine_args(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
-    """{"engine_profile": ...} and, for vLLM, the batch limits of its flags; {} for an engine
-    without a profile (the simulator's default, SGLang's, is then used and noted)."""
+def engine_args(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str, Any],
+                workload: Any) -> dict[str, Any]:
+    """{"engine_profile": ...} and the batch limits of the engine's flags (for `trtllm-bench`
+    runs that print none, the tool's own heuristic for the run's `sim_args` and `workload`);
+    {} for an engine without a profile (the simulator's default, SGLang's, is then used and
+    noted)."""
     name = profile_name(str(row.get("engine", "")))
     if name is None:
         notes.append(f"engine {row.get('engine')!r} has no profile: SGLang's")
         return {}
     if name == "trt-llm":
-        return {"engine_profile": name, **_trt_limits(row, notes)}
+        return {"engine_profile": name, **_trt_limits(row, notes, sim_args, workload)}
     if name != "vllm":
         return {"engine_profile": name}
     return {"engine_profile": _vllm_profile(row, notes), **_vllm_limits(row, notes)}
@@ -51,8 +54,9 @@ def _vllm_profile(row: Mapping[str, Any], notes: list[str]):
 
 
 def _vllm_limits(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
-    """--max-num-seqs as the running-request cap; --max-num-batched-tokens as the prefill
-    chunk (vLLM's token budget also holds the step's decode tokens; SGLang's chunk does not)."""
+    """--max-num-seqs as the running-request cap; --max-num-batched-tokens as vLLM's chunked
+    prefill: one token budget per step for the running decodes and a prefill chunk (SGLang's
+    enable_mixed_chunk, whose chunk budget the decodes share in the same way)."""
     text, limits = str(row.get("workload", "")), {}
     seqs, tokens = MAX_NUM_SEQS.search(text), MAX_BATCHED_TOKENS.search(text)
     if seqs:
@@ -62,19 +66,49 @@ def _vllm_limits(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
         limits["chunked_prefill_size"] = None
     if tokens:
         budget = int(tokens.group(1))
-        notes.append(f"--max-num-batched-tokens {budget} as a {budget}-token prefill chunk")
-        limits.update(chunked_prefill_size=budget, max_prefill_tokens=budget)
+        notes.append(f"--max-num-batched-tokens {budget}: chunked prefill, each step's "
+                     f"{budget}-token budget shared by its decodes and a prefill chunk")
+        limits.update(chunked_prefill_size=budget, max_prefill_tokens=budget,
+                      enable_mixed_chunk=True)
     return limits
 
 
-def _trt_limits(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
-    """TRT-LLM's max_num_tokens (the tokens one rank's forward takes) as the prefill chunk.
+def _trt_limits(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str, Any],
+                workload: Any) -> dict[str, Any]:
+    """TRT-LLM's max_num_tokens (the tokens one rank's forward takes) as the prefill chunk;
+    where a trtllm-bench run prints no limits, the tool's heuristic gives max_num_tokens and
+    max_batch_size (per rank: the running cap is dp times it).
     NOTE: under attention DP each rank schedules its own context chunks, so a step holds one
     rank's budget of new tokens, not one per rank: the budget is not multiplied by dp."""
-    match = MAX_NUM_TOKENS.search(str(row.get("workload", "")))
+    text = str(row.get("workload", ""))
+    match = MAX_NUM_TOKENS.search(text)
     if match is None:
-        return {}
+        if "trtllm-bench" not in text or workload.sharegpt or not workload.output_len \
+                or "max_batch_size" in text:
+            return {}
+        return _heuristic_limits(notes, sim_args, workload)
     budget = int(match.group(1))
     notes.append(f"max_num_tokens {budget}: a {budget}-token prefill chunk per step (one "
                  f"rank's budget; the attention-DP ranks schedule their contexts apart)")
     return {"chunked_prefill_size": budget, "max_prefill_tokens": budget}
+
+
+def _heuristic_limits(notes: list[str], sim_args: Mapping[str, Any], workload: Any
+                      ) -> dict[str, Any]:
+    from experiments.published_check.trtllm_bench_limits import trtllm_bench_limits
+    from sim.hardware import get_hardware
+    from sim.model_shapes import get_model_shape
+    from sim.precision import run_dtypes
+
+    shape = get_model_shape(sim_args["model"])
+    shape = shape.with_dtypes(*run_dtypes(shape.weight_dtype, sim_args["quantization"],
+                                          sim_args["kv_cache_dtype"]))
+    limits = trtllm_bench_limits(shape, get_hardware(sim_args["hardware"]), sim_args["tp"],
+                                 workload.input_len, workload.output_len)
+    dp = sim_args.get("dp_size", 1)
+    notes.append(f"limits not printed: trtllm-bench's heuristic (tuning.py) gives "
+                 f"max_batch_size {limits.max_batch_size} per rank and max_num_tokens "
+                 f"{limits.max_num_tokens}")
+    return {"max_running_requests": limits.max_batch_size * dp,
+            "chunked_prefill_size": limits.max_num_tokens,
+            "max_prefill_tokens": limits.max_num_tokens}

@@ -73,7 +73,7 @@ def _express(row: Mapping[str, Any]) -> RowSpec:
         scale /= int(row["num_gpus"]) / GPUS_PER_NODE
     sim_args.update(_ep_options(str(row.get("workload", "")), sim_args, notes))
     workload = _workload(row, metric, notes, sim_args.get("dp_size", 1))
-    sim_args.update(engine_args(row, notes))
+    sim_args.update(engine_args(row, notes, sim_args, workload))
     if workload.concurrency is not None:
         sim_args["max_running_requests"] = workload.concurrency
     sim_args.update(_batch_limits(str(row.get("workload", "")), metric, sim_args, notes))
