@@ -94,14 +94,23 @@ class BatchShape:
         seq = fb.seq_lens
         if fb.forward_mode.is_decode_or_idle():
             return cls.decode(seq, padded_batch_size or fb.batch_size, fb.forward_mode)
+        return cls.extend_trusted(fb.forward_mode, seq.tolist(), fb.extend_prefix_lens.tolist(),
+                                  len(fb.logit_rows.pruned_rows),
+                                  padded_batch_size or fb.batch_size, len(fb.input_ids))
+
+    @classmethod
+    def extend_trusted(cls, mode: ForwardMode, seq_lens: list[int], prefix_lens: list[int],
+                       lm_head_rows: int, padded_batch_size: int, num_tokens: int) -> BatchShape:
+        """An extend batch from its lengths (lists of ints), unchecked: for batches the spec
+        built (a live one, a step of a trace this process recorded)."""
         # NOTE: an extend batch holds few requests: the totals in Python ints over the tuples
         # the shape keeps cost less than numpy's per-call overhead.
-        prefix, extend = tuple(fb.extend_prefix_lens.tolist()), tuple(fb.extend_seq_lens.tolist())
-        seq = tuple(seq.tolist())
+        seq, prefix = tuple(seq_lens), tuple(prefix_lens)
+        extend = tuple(s - p for s, p in zip(seq, prefix, strict=True))
         totals = _Totals(sum(seq), sum(e * p + e * (e + 1) // 2 for e, p in zip(extend, prefix, strict=True)),
                          extend.count(1))
-        return cls._trusted(fb.forward_mode, len(fb.input_ids), prefix, extend, seq,
-                            len(fb.logit_rows.pruned_rows), padded_batch_size or fb.batch_size, totals)
+        return cls._trusted(mode, num_tokens, prefix, extend, seq, lm_head_rows,
+                            padded_batch_size, totals)
 
     @classmethod
     def decode(cls, seq_lens: np.ndarray, padded_batch_size: int,

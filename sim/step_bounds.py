@@ -40,11 +40,12 @@ def step_bound(model: CostModel, overlap: bool, mode: str, seq_lens, *fields) ->
 
 def shape_of(mode: str, seq_lens, prefix_lens, pruned_rows, padded: int,
              input_ids) -> BatchShape:
-    """The BatchShape of one step from its trace fields (as `BatchShape.from_step_record`;
-    decode steps through the unchecked `BatchShape.decode`)."""
+    """The BatchShape of one step from its trace fields (as `BatchShape.from_step_record`,
+    unchecked: the trace is the run's own)."""
     fm = ForwardMode[mode]
     if fm.is_decode_or_idle():
         return BatchShape.decode(np.asarray(seq_lens, dtype=np.int64),
                                  padded or len(seq_lens), fm)
-    return BatchShape.build(fm, seq_lens, prefix_lens, len(pruned_rows),
-                            padded or len(seq_lens), len(input_ids))
+    return BatchShape.extend_trusted(fm, np.asarray(seq_lens).tolist(),
+                                     np.asarray(prefix_lens).tolist(), len(pruned_rows),
+                                     padded or len(seq_lens), len(input_ids))
