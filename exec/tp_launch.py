@@ -42,24 +42,39 @@ def spawn(world_size: int, target: Callable[..., Any], *args: Any, device: str =
     """Run `target(group, *args)` on `world_size` new rank processes; wait for all."""
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"tp size must be a positive integer, got {world_size!r}")
-    port = free_port()
+    port, errors = free_port(), mp.get_context("spawn").SimpleQueue()
     try:
-        mp.spawn(_rank_main, args=(world_size, port, device, target, args), nprocs=world_size,
-                 join=True)
+        mp.spawn(_rank_main, args=(world_size, port, device, target, args, errors),
+                 nprocs=world_size, join=True)
     except mp.ProcessRaisedException as e:
-        raise TPStartError(f"a tensor-parallel rank failed: {_last_line(str(e))}") from None
+        raise TPStartError(f"a tensor-parallel rank failed: "
+                           f"{_first_error(errors) or _last_line(str(e))}") from None
     except mp.ProcessExitedException as e:
+        reported = _first_error(errors)
+        if reported:
+            raise TPStartError(f"a tensor-parallel rank failed: {reported}") from None
         raise TPStartError(f"a tensor-parallel rank exited: {e}") from None
 
 
 def _rank_main(rank: int, world_size: int, port: int, device: str,
-               target: Callable[..., Any], args: tuple[Any, ...]) -> None:
+               target: Callable[..., Any], args: tuple[Any, ...], errors) -> None:
     dist.init_process_group(backend_for(device), init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world_size)
     try:
         target(TPGroup(rank, world_size), *args)
+    except BaseException as e:
+        # NOTE: recorded before the group is torn down: a peer may die in gloo's teardown
+        # (SIGABRT) before this rank's exception reaches mp.spawn, which reports whichever
+        # process ended first.
+        errors.put(f"rank {rank}: {type(e).__name__}: {e}")
+        raise
     finally:
         dist.destroy_process_group()
+
+
+def _first_error(errors) -> str | None:
+    """The first exception a rank recorded (its type and message), None when none did."""
+    return None if errors.empty() else errors.get()
 
 
 def torchrun_world() -> bool:
