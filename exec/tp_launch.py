@@ -3,7 +3,9 @@ rank, on `torch.distributed` (gloo on CPU, NCCL on CUDA).
 
 - `spawn(world_size, target, *args)`: from one process, start `world_size` ranks with
   `torch.multiprocessing` and run `target(group, *args)` in each (rank 0 serves, the others
-  follow it); an error in any rank is raised here as `TPStartError` naming the rank.
+  follow it); an error in any rank is raised here as `TPStartError` naming the rank. Ranks
+  leave the group followers first, and a rank that finished cleanly exits without running
+  C++ static destructors (gloo could abort a finished rank there, failing a good run).
 - `init_torchrun(device)`: under `torchrun --nproc-per-node N`, join the world torchrun made
   (its RANK / WORLD_SIZE / MASTER_ADDR); read at the command line's entry point only.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +25,7 @@ import torch.multiprocessing as mp
 from exec.tp_group import TPGroup
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+LEAVE_TIMEOUT_S = 30.0   # how long rank 0 waits for each follower to leave the group
 
 
 class TPStartError(RuntimeError):
@@ -42,9 +46,10 @@ def spawn(world_size: int, target: Callable[..., Any], *args: Any, device: str =
     """Run `target(group, *args)` on `world_size` new rank processes; wait for all."""
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"tp size must be a positive integer, got {world_size!r}")
-    port, errors = free_port(), mp.get_context("spawn").SimpleQueue()
+    ctx = mp.get_context("spawn")
+    port, errors, left = free_port(), ctx.SimpleQueue(), ctx.Semaphore(0)
     try:
-        mp.spawn(_rank_main, args=(world_size, port, device, target, args, errors),
+        mp.spawn(_rank_main, args=(world_size, port, device, target, args, errors, left),
                  nprocs=world_size, join=True)
     except mp.ProcessRaisedException as e:
         raise TPStartError(f"a tensor-parallel rank failed: "
@@ -57,19 +62,43 @@ def spawn(world_size: int, target: Callable[..., Any], *args: Any, device: str =
 
 
 def _rank_main(rank: int, world_size: int, port: int, device: str,
-               target: Callable[..., Any], args: tuple[Any, ...], errors) -> None:
+               target: Callable[..., Any], args: tuple[Any, ...], errors, left) -> None:
     dist.init_process_group(backend_for(device), init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world_size)
     try:
         target(TPGroup(rank, world_size), *args)
     except BaseException as e:
-        # NOTE: recorded before the group is torn down: a peer may die in gloo's teardown
-        # (SIGABRT) before this rank's exception reaches mp.spawn, which reports whichever
-        # process ended first.
+        # NOTE: recorded before the group is torn down, so spawn reports it even when another
+        # process ends first.
         errors.put(f"rank {rank}: {type(e).__name__}: {e}")
         raise
     finally:
+        _leave(rank, world_size, left)
+    _exit_now()
+
+
+def _leave(rank: int, world_size: int, left) -> None:
+    """Tear the process group down, rank 0 last.
+    NOTE: rank 0 hosts the rendezvous store; a follower still tearing down when it closes
+    dies with SIGABRT in gloo, so rank 0 waits (at most LEAVE_TIMEOUT_S each) for the
+    followers to have left."""
+    if rank != 0:
         dist.destroy_process_group()
+        left.release()
+        return
+    for _ in range(world_size - 1):
+        left.acquire(timeout=LEAVE_TIMEOUT_S)
+    dist.destroy_process_group()
+
+
+def _exit_now() -> None:
+    """End a rank process that finished cleanly without running C++ static destructors.
+    NOTE: gloo can abort (SIGABRT, 'terminate called without an active exception') while
+    the interpreter shuts down after the group is destroyed; the rank's work is done and
+    its files closed by then."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _first_error(errors) -> str | None:
