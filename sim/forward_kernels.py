@@ -1,7 +1,8 @@
 """`ForwardKernels`: the kernel cost model's per-model arithmetic (one model, chip, tp, ep):
 the seconds of each kind of kernel a forward runs, as functions of the step's rows, KV
 tokens and extend lengths. The parts that depend on the row counts only are memoised
-(`fixed`), so a simulated step costs a dictionary lookup and the attention terms.
+(`fixed`), so a simulated step costs a dictionary lookup and the attention terms. The
+row parts include the KV store of the step's new tokens (`kv_write`).
 
 Under attention data parallelism (`attention_dp` d > 1) each request runs on one attention
 rank and the step waits for the busiest (`sim.attention_ranks`: ceil(rows / d) rows for a
@@ -115,8 +116,8 @@ class ForwardKernels:
         else:
             linear = sum_splits(self._gemms_split(g.attention + absorbed, rank),
                                 self._gemms_split(g.rows, rows))
-        # NOTE: norms, rotary and activation on the busiest attention rank's rows.
-        linear = sum_splits(linear, BoundSplit(memory=self._elementwise(rank)))
+        # NOTE: norms, rotary, activation and the KV store on the busiest attention rank's rows.
+        linear = sum_splits(linear, BoundSplit(memory=self._elementwise(rank) + self.kv_write(rank)))
         experts, alltoall = self._experts(rows, decode, rank)
         if self.opts.two_batch_overlap:   # hidden under the other micro-batch's compute
             alltoall = max(0.0, alltoall - sum(linear) - sum(experts))
@@ -129,6 +130,13 @@ class ForwardKernels:
         wb, chip = self.model.weight_bytes_per_param, self._gemm_chip
         return sum_splits(*(_gemm_split(gemm_time(chip, m, g.n, g.k, wb, self._act), g.count)
                             for g in gemms))
+
+    def kv_write(self, rows: int) -> float:
+        """Seconds to store `rows` new tokens' keys and values (every layer, this rank's KV
+        heads) in the cache: their bytes at the streaming memory rate. NOTE: no kernel
+        latency of its own; engines fuse the store into attention or rotary (TRT-LLM) or
+        launch it apart (SGLang's set_kv_buffer), and the split is not modelled."""
+        return rows * self._kv_bytes / self._mem
 
     def _elementwise(self, rows: int) -> float:
         per_kernel = self.params.kernel_latency + 2 * rows * self.model.hidden_size * self._act / self._mem

@@ -3,7 +3,8 @@
 - linear: every projection is a GEMM at its own shape (`sim.layer_gemms`), timed with tile
   and wave quantization against the chip's achievable matmul rate, or its weight and
   activation traffic, plus a kernel latency (`sim.gemm_time`); the elementwise kernels of a
-  layer (norms, rotary, activation) move the activations twice each.
+  layer (norms, rotary, activation) move the activations twice each, and the step's new
+  tokens' keys and values are written to the cache once.
 - attention: decode reads each request's KV (bytes / memory rate) or computes its pairs;
   extends run FlashAttention at the chip's attention fraction of peak, over query tiles of
   128 per head in waves of the SMs.

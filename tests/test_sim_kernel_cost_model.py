@@ -144,3 +144,14 @@ def test_grouped_expert_gemms_stream_weights_at_their_own_memory_efficiency():
     x = [KernelCostModel(m, hw, params=KernelParams(expert_memory_efficiency=e)
                          ).step_cost(shape).experts for e in (0.8, 0.4, 0.2)]
     assert x[2] - x[1] == pytest.approx(2 * (x[1] - x[0]))
+
+
+def test_a_step_stores_its_new_tokens_kv_at_the_memory_rate():
+    """Llama-3-8B bf16 on H100: 64 new rows x 32 layers x 2 x 8 KV heads x 128 x 2 bytes at
+    0.8 of 3.35 TB/s; an fp8 cache writes half the bytes."""
+    hw = get_hardware("h100")
+    model = KernelCostModel(get_model_shape("llama-3-8b"), hw, 1)
+    expected = 64 * 32 * 2 * 8 * 128 * 2 / (hw.mem_bw * KernelParams().memory_efficiency)
+    assert model._kernels.kv_write(64) == pytest.approx(expected)
+    fp8 = KernelCostModel(get_model_shape("llama-3-8b").with_dtypes("bf16", "fp8"), hw, 1)
+    assert fp8._kernels.kv_write(64) == pytest.approx(expected / 2)
