@@ -1,8 +1,8 @@
-"""`engine_args(row, notes)`: the serving engine of a calibration-set row as simulator
-keywords: its engine profile (`sim.engine_profile`, from the `engine` column, with vLLM's
-multi-step scheduling from the published flags) and the batch limits the published
-commands set: vLLM's `--max-num-seqs` and `--max-num-batched-tokens`, TRT-LLM's
-`max_num_tokens`."""
+"""`engine_args(row, notes, sim_args, workload)`: the serving engine of a calibration-set row
+as simulator keywords: its engine profile (`sim.engine_profile`, from the `engine` column,
+with vLLM's multi-step scheduling from the published flags) and the batch limits the
+published commands set: vLLM's `--max-num-seqs` and `--max-num-batched-tokens`, TRT-LLM's
+`max_num_tokens` (or, where a trtllm-bench run prints none, the tool's own heuristic)."""
 
 from __future__ import annotations
 
