@@ -79,10 +79,18 @@ class BoundSplit(NamedTuple):
         """The largest of the four terms (ties: the first in BOUNDS). Under the overlap
         schedule the step is max(device, cpu): "cpu" when cpu >= device, else the largest
         device term."""
-        if overlap and self.cpu >= self.device:
-            return "cpu"
-        terms = self[:3] if overlap else self
-        return BOUNDS[max(range(len(terms)), key=terms.__getitem__)]
+        # NOTE: comparisons in BOUNDS order (ties to the first): this runs once per step of
+        # every simulated run (the steps' bound column).
+        compute, memory, communication, cpu = self
+        if overlap:
+            if cpu >= compute + memory + communication:
+                return "cpu"
+            cpu = -1.0   # under overlap the CPU bounds only when it hides the device
+        if compute >= memory and compute >= communication and compute >= cpu:
+            return BOUNDS[0]
+        if memory >= communication and memory >= cpu:
+            return BOUNDS[1]
+        return BOUNDS[2] if communication >= cpu else BOUNDS[3]
 
 
 def split_max(compute: float, memory: float, seconds: float | None = None) -> BoundSplit:

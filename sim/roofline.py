@@ -181,8 +181,8 @@ class RooflineCostModel(CostModel):
         kv, r = int(np.add.reduce(seq_lens)) + rows - b, self._rates
         compute, memory = kv * r.attention_per_pair, kv * r.attention_per_kv_token
         if compute > memory:
-            return fixed._replace(compute=fixed.compute + compute).bound(overlap)
-        return fixed._replace(memory=fixed.memory + memory).bound(overlap)
+            return BoundSplit(fixed.compute + compute, *fixed[1:]).bound(overlap)
+        return BoundSplit(fixed.compute, fixed.memory + memory, *fixed[2:]).bound(overlap)
 
     def _rows_split(self, shape: BatchShape) -> BoundSplit:
         """step_split but attention: linear, LM head, experts, collectives, overhead."""
