@@ -232,3 +232,15 @@ def test_a_trtllm_bench_row_without_printed_limits_gets_the_heuristics():
     row = {**ROW, "engine": "tensorrt-llm", "workload": "trtllm-bench throughput, synthetic"}
     args = express(row).sim_args
     assert args["max_running_requests"] >= 64 and args["chunked_prefill_size"] >= 2048
+
+
+def test_the_summary_has_a_median_per_engine_profile():
+    """Rows on trt-llm and on vllm each get their own median line."""
+    specs = [express({**ROW, "id": "t", "engine": "tensorrt-llm", "value": "100"}),
+             express({**ROW, "id": "v", "engine": "vllm (ROCm)", "value": "100",
+                      "workload": "--num-scheduler-step 8"})]
+    rows = rows_frame(specs, [Prediction("t", 110.0, 1.0), Prediction("v", 80.0, 1.0)])
+    assert rows["engine"].tolist() == ["trt-llm", "vllm"]
+    summary = summary_frame(rows).set_index("set")
+    assert summary.loc["engine: trt-llm", "median_signed_error_pct"] == pytest.approx(10.0)
+    assert summary.loc["engine: vllm", "median_signed_error_pct"] == pytest.approx(-20.0)

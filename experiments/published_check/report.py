@@ -1,6 +1,6 @@
 """The published-check report: one line per expressed row (published, predicted, signed
-error), the median absolute error overall, per group and per half of the source split, and
-every row the simulator cannot express with its reason."""
+error), the median absolute error overall, per group, per half of the source split and per
+engine profile, and every row the simulator cannot express with its reason."""
 
 from __future__ import annotations
 
@@ -20,18 +20,26 @@ def rows_frame(specs: Sequence[RowSpec], predictions: Sequence[Prediction]) -> p
     """One row per expressed measurement; `error_pct` = 100 * (predicted - published) / published."""
     by_id = {p.row_id: p for p in predictions}
     frame = pd.DataFrame([{"id": s.row_id, "source": s.source, "half": half_of(s.source),
-                           "groups": ", ".join(s.groups), "unit": s.unit,
+                           "engine": engine_name(s), "groups": ", ".join(s.groups), "unit": s.unit,
                            "published": s.published, "predicted": by_id[s.row_id].predicted,
                            "assumptions": "; ".join(s.assumptions)} for s in specs])
     frame["error_pct"] = 100 * (frame["predicted"] - frame["published"]) / frame["published"]
     return frame
 
 
+def engine_name(spec: RowSpec) -> str:
+    """The engine profile a row runs on (the simulator's default, sglang, when none)."""
+    profile = spec.sim_args.get("engine_profile") or "sglang"
+    return profile if isinstance(profile, str) else profile.name
+
+
 def summary_frame(rows: pd.DataFrame) -> pd.DataFrame:
-    """Median |error| and signed median error (percent) overall, per group and per half."""
+    """Median |error| and signed median error (percent) overall, per group, per half and per
+    engine profile."""
     parts = [("all", rows)] + [(f"group: {g}", rows[rows["groups"].str.contains(g, regex=False)])
                                for g in GROUPS]
     parts += [(f"half {h}", rows[rows["half"] == h]) for h in sorted(rows["half"].unique())]
+    parts += [(f"engine: {e}", rows[rows["engine"] == e]) for e in sorted(rows["engine"].unique())]
     return pd.DataFrame([{"set": name, "rows": len(part),
                           "median_abs_error_pct": part["error_pct"].abs().median(),
                           "median_signed_error_pct": part["error_pct"].median()}
