@@ -14,9 +14,9 @@
   experts on the busiest EP rank (`sim.expert_routing`), and the dispatch and combine.
 - overhead (CPU): the engine's scheduling per step and per request (`sim.engine_profile`:
   SGLang's by default; a decode step pays its share of a multi-step pass), and the launch of
-  the forward: one
-  CUDA graph replay for decode batches up to `cuda_graph_max_bs`, else each kernel launched
-  eagerly; launches overlap the device, so only the launch time beyond it is added.
+  the forward: one CUDA graph replay for decode batches up to `cuda_graph_max_bs`, else each
+  kernel launched eagerly; launches overlap the device, so only the launch time beyond it is
+  added.
 - attention data parallelism (`attention_dp` ranks): attention on one rank's share of the
   batch at tp / attention_dp, the MLP and experts on the whole batch (`sim.forward_kernels`);
   SGLang's wide-EP options (DeepEP all-to-all, data-parallel dense layers and LM head,
