@@ -9,8 +9,9 @@ model's layers are laid out on the GPUs of an attention-DP engine:
   tp; 1 runs them data-parallel, each GPU on its own rows with the whole weights.
 - `dp_lm_head` (`--enable-dp-lm-head`): each attention rank computes its own rows' logits
   over the whole vocabulary, instead of a vocabulary-parallel head with a gather.
-- `two_batch_overlap` (`--enable-two-batch-overlap`): two micro-batches, one's all-to-all
-  hidden under the other's compute.
+- `two_batch_overlap` (`--enable-two-batch-overlap`): two micro-batches of half the rows
+  (each reading the weights), one's all-to-all beside the other's compute in four stages per
+  layer (`sim.two_batch_overlap`).
 - `redundant_experts` (`--ep-num-redundant-experts`): EPLB's extra copies of hot experts,
   placed beside the routed ones (E + R physical experts, which ep must divide); with the
   load balanced, each rank computes (E + R) / ep experts' share of the pairs.

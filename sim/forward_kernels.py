@@ -34,6 +34,7 @@ from sim.layer_gemms import Gemm, forward_gemms
 from sim.model_shape import ModelShape
 from sim.parallelism import kv_bytes_per_token_per_rank
 from sim.precision import WEIGHT_ONLY_DTYPES
+from sim.two_batch_overlap import DEEPEP_NORMAL_SMS, exposed_alltoall
 
 QUERY_TILE = 128   # FlashAttention's query rows per thread block
 MOE_EXTRA_KERNELS = 4   # per sparse layer: top-k routing, permute, activation, combine
@@ -42,7 +43,8 @@ MOE_EXTRA_KERNELS = 4   # per sparse layer: top-k routing, permute, activation, 
 class FixedParts(NamedTuple):
     """Seconds of the parts that depend on the row counts only, and the same seconds by
     what bounds each kernel (`split`: a GEMM counts whole on its larger side, elementwise
-    kernels as memory, collectives as communication)."""
+    kernels as memory, all-reduces as communication; the all-to-all, whose exposed part
+    depends on the step's attention under two-batch overlap, is left out of it)."""
 
     linear: float
     lm_head: float
@@ -75,6 +77,9 @@ class ForwardKernels:
         self._attn_rate = hardware.flops_bf16 * chip.attention_fraction
         self._routing = None if model.moe is None else ExpertRouting(
             model.moe.num_experts, model.moe.experts_per_token, ep_size, expert_zipf)
+        heads = 1 if model.mla is not None else max(1, model.num_kv_heads // self._atp)
+        # NOTE: one request's decode units over every layer, spread over the SMs.
+        self._unit_seconds = model.num_layers * heads * params.attention_unit_latency / chip.num_sms
         self.kernel_count = self._kernel_count()   # launched per eager step
         # NOTE: memo of fixed(); the parts depend on (rows, lm_rows, decode) only.
         self._memo: dict[tuple[int, int, bool], FixedParts] = {}
@@ -107,6 +112,19 @@ class ForwardKernels:
         return parts
 
     def _fixed(self, rows: int, lm_rows: int, decode: bool, rank: int) -> FixedParts:
+        if self.opts.two_batch_overlap and rows > 1:
+            return self._micro_batches(rows, lm_rows, decode, rank)
+        return self._one_batch(rows, lm_rows, decode, rank)
+
+    def _micro_batches(self, rows: int, lm_rows: int, decode: bool, rank: int) -> FixedParts:
+        """Two-batch overlap: the layers run twice on half the rows each (every GEMM reads
+        its weights once per micro-batch), the LM head once on the whole batch."""
+        half = self._one_batch(-(-rows // 2), 0, decode, -(-rank // 2))
+        head = self._lm_head(lm_rows)
+        return FixedParts(2 * half.linear, sum(head), 2 * half.allreduce, 2 * half.experts,
+                          2 * half.alltoall, sum_splits(half.split, half.split, head))
+
+    def _one_batch(self, rows: int, lm_rows: int, decode: bool, rank: int) -> FixedParts:
         g = self._gemms
         absorbed = g.decode_rows if decode else ()
         if self.dp == 1:
@@ -119,12 +137,18 @@ class ForwardKernels:
         # NOTE: norms, rotary, activation and the KV store on the busiest attention rank's rows.
         linear = sum_splits(linear, BoundSplit(memory=self._elementwise(rank) + self.kv_write(rank)))
         experts, alltoall = self._experts(rows, decode, rank)
-        if self.opts.two_batch_overlap:   # hidden under the other micro-batch's compute
-            alltoall = max(0.0, alltoall - sum(linear) - sum(experts))
         lm_head, allreduce = self._lm_head(lm_rows), self._allreduce(rows, rank)
-        split = sum_splits(linear, lm_head, experts,
-                           BoundSplit(communication=allreduce + alltoall))
+        split = sum_splits(linear, lm_head, experts, BoundSplit(communication=allreduce))
         return FixedParts(sum(linear), sum(lm_head), allreduce, sum(experts), alltoall, split)
+
+    def step_alltoall(self, fixed: FixedParts, attention_side: float, decode: bool) -> float:
+        """The step's all-to-all seconds: all of `fixed.alltoall`, or under two-batch overlap
+        what the other micro-batch's compute (`attention_side`: the step's linear and
+        attention seconds; and the experts) leaves exposed (`sim.two_batch_overlap`)."""
+        if not self.opts.two_batch_overlap or fixed.alltoall == 0:
+            return fixed.alltoall
+        sms = 0.0 if decode else DEEPEP_NORMAL_SMS / self.chip.num_sms
+        return exposed_alltoall(attention_side, fixed.experts, fixed.alltoall, sms)
 
     def _gemms_split(self, gemms: Sequence[Gemm], m: float) -> BoundSplit:
         wb, chip = self.model.weight_bytes_per_param, self._gemm_chip
@@ -225,19 +249,28 @@ class ForwardKernels:
         return self._gemms_split(self._gemms.extend_kv,
                                  kv_tokens * (1 / self.dp if share is None else share))
 
-    def decode_attention(self, kv_tokens: int) -> float:
+    def decode_attention(self, kv_tokens: int, rows: int = 0) -> float:
         """One query per request: read the KV (or compute the pairs, MLA's absorbed heads),
-        an attention rank's share."""
+        an attention rank's share, plus each work unit's fixed time (`_decode_units`)."""
         m, kv = self.model, kv_tokens / self.dp
         read = kv * self._kv_bytes / self._mem
         compute = kv * m.attention_flops_per_pair / self._atp / self._attn_rate
-        return max(read, compute) + m.num_layers * self.params.kernel_latency
+        return max(read, compute) + self._decode_units(rows) + m.num_layers * self.params.kernel_latency
 
-    def decode_attention_split(self, kv_tokens: int) -> BoundSplit:
+    def decode_attention_split(self, kv_tokens: int, rows: int = 0) -> BoundSplit:
         """decode_attention's seconds on its bound (compute or memory)."""
         m, kv = self.model, kv_tokens / self.dp
         compute = kv * m.attention_flops_per_pair / self._atp / self._attn_rate
-        return split_max(compute, kv * self._kv_bytes / self._mem, self.decode_attention(kv_tokens))
+        return split_max(compute, kv * self._kv_bytes / self._mem,
+                         self.decode_attention(kv_tokens, rows))
+
+    def _decode_units(self, rows: int) -> float:
+        """Seconds of the decode kernels' per-request work beyond the KV bytes: one unit per
+        (request, KV head) of the busiest attention rank (the split-KV kernels' thread-block
+        granularity; MLA's latent is one head), each `attention_unit_latency` of one SM,
+        spread over the SMs, in every layer. NOTE: the page table's reads (4 bytes per page)
+        are under 0.1% of the KV bytes at page size 1 and are not priced."""
+        return self.rank_rows(rows) * self._unit_seconds
 
     def extend_attention(self, extend_lens: Sequence[int], pairs: int, kv_tokens: int,
                          share: float | None = None) -> float:

@@ -5,7 +5,8 @@
   activation traffic, plus a kernel latency (`sim.gemm_time`); the elementwise kernels of a
   layer (norms, rotary, activation) move the activations twice each, and the step's new
   tokens' keys and values are written to the cache once.
-- attention: decode reads each request's KV (bytes / memory rate) or computes its pairs;
+- attention: decode reads each request's KV (bytes / memory rate) or computes its pairs,
+  plus a fixed time per (request, KV head) unit of its thread blocks, spread over the SMs;
   extends run FlashAttention at the chip's attention fraction of peak, over query tiles of
   128 per head in waves of the SMs.
 - lm_head: the pruned rows' GEMM against the vocabulary shard, then the logits all-gather.
@@ -20,7 +21,8 @@
 - attention data parallelism (`attention_dp` ranks): attention on one rank's share of the
   batch at tp / attention_dp, the MLP and experts on the whole batch (`sim.forward_kernels`);
   SGLang's wide-EP options (DeepEP all-to-all, data-parallel dense layers and LM head,
-  two-batch overlap): `sim.ep_options`, priced across nodes by `sim.cluster_network`.
+  two-batch overlap): `sim.ep_options`, priced across nodes by `sim.cluster_network`; the
+  all-to-all left exposed by two-batch overlap: `sim.two_batch_overlap`.
 
 Step time = device + overhead, or under the overlap schedule max(device, overhead)
 (`StepCost.time`). Chip constants: `sim.chip_kernels`; the rest: `sim.kernel_params`.
@@ -76,29 +78,33 @@ class KernelCostModel(CostModel):
         rank, share = self._busiest_rank(shape, decode)
         fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode, rank)
         linear = fixed.linear + (0.0 if decode else sum(k.kv_up(shape.kv_tokens, share)))
-        attention = (k.decode_attention(shape.kv_tokens) if decode
+        attention = (k.decode_attention(shape.kv_tokens, shape.rows) if decode
                      else k.extend_attention(shape.extend_lens, shape.attention_pairs,
                                              shape.kv_tokens, share))
         cost = StepCost(linear=linear, attention=attention, lm_head=fixed.lm_head,
-                        allreduce=fixed.allreduce, experts=fixed.experts, alltoall=fixed.alltoall)
+                        allreduce=fixed.allreduce, experts=fixed.experts,
+                        alltoall=k.step_alltoall(fixed, linear + attention, decode))
         return cost._replace(overhead=self._overhead(shape.batch_size, shape.rows, decode,
                                                      cost.device))
 
     def step_split(self, shape: BatchShape) -> BoundSplit:
         """step_cost's seconds by bound, kernel by kernel (`FixedParts.split` and the
         attention kernels' own)."""
-        overhead = self.step_cost(shape).overhead
+        cost = self.step_cost(shape)
         if shape.rows == 0:
-            return BoundSplit(cpu=overhead)
+            return BoundSplit(cpu=cost.overhead)
         k, decode = self._kernels, shape.forward_mode.is_decode_or_idle()
         rank, share = self._busiest_rank(shape, decode)
         fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode, rank).split
+        alltoall = BoundSplit(communication=cost.alltoall)
         if decode:
-            device = sum_splits(fixed, k.decode_attention_split(shape.kv_tokens))
+            device = sum_splits(fixed, alltoall,
+                                k.decode_attention_split(shape.kv_tokens, shape.rows))
         else:
-            device = sum_splits(fixed, k.kv_up(shape.kv_tokens, share), k.extend_attention_split(
-                shape.extend_lens, shape.attention_pairs, shape.kv_tokens, share))
-        return device._replace(cpu=overhead)
+            device = sum_splits(fixed, alltoall, k.kv_up(shape.kv_tokens, share),
+                                k.extend_attention_split(shape.extend_lens, shape.attention_pairs,
+                                                         shape.kv_tokens, share))
+        return device._replace(cpu=cost.overhead)
 
     def decode_step_bound(self, seq_lens: np.ndarray, padded_batch_size: int,
                           overlap: bool = False) -> str:
@@ -108,9 +114,12 @@ class KernelCostModel(CostModel):
         if rows == 0:
             return super().decode_step_bound(seq_lens, padded_batch_size, overlap)
         kv, fixed = int(np.add.reduce(seq_lens)) + rows - b, k.fixed(rows, rows, True)
-        device = (fixed.linear + k.decode_attention(kv) + fixed.lm_head + fixed.allreduce
-                  + fixed.experts + fixed.alltoall)
-        split = sum_splits(fixed.split, k.decode_attention_split(kv))
+        attention = k.decode_attention(kv, rows)
+        alltoall = k.step_alltoall(fixed, fixed.linear + attention, True)
+        device = (fixed.linear + attention + fixed.lm_head + fixed.allreduce
+                  + fixed.experts + alltoall)
+        split = sum_splits(fixed.split, BoundSplit(communication=alltoall),
+                           k.decode_attention_split(kv, rows))
         return split._replace(cpu=self._overhead(b, rows, True, device)).bound(overlap)
 
     def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int,
@@ -126,8 +135,9 @@ class KernelCostModel(CostModel):
         kv = int(np.add.reduce(seq_lens)) + rows - b
         while True:
             # NOTE: StepCost.device's sum, term by term in its order, so the floats match.
-            device = (fixed.linear + k.decode_attention(kv) + fixed.lm_head + fixed.allreduce
-                      + fixed.experts + fixed.alltoall)
+            attention = k.decode_attention(kv, rows)
+            device = (fixed.linear + attention + fixed.lm_head + fixed.allreduce
+                      + fixed.experts + k.step_alltoall(fixed, fixed.linear + attention, True))
             overhead = self._overhead(b, rows, True, device)
             yield max(device, overhead) if overlap else device + overhead
             kv += b

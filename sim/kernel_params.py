@@ -20,6 +20,7 @@ class KernelParams:
     elementwise_kernels: int = 4        # per layer: 2 RMSNorms (+residual), rotary, activation
     launch_per_kernel: float = 4e-6     # CPU seconds to launch one kernel eagerly
     graph_replay: float = 15e-6         # CPU seconds to replay a captured CUDA graph
+    attention_unit_latency: float = 1e-6  # SM seconds of a decode attention unit beyond its bytes
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -50,4 +51,10 @@ SOURCES = {
     "elementwise_kernels": "SGLang's Llama layer: fused add+RMSNorm twice, rotary, SiLU-and-mul",
     "launch_per_kernel": "assumption: a CUDA kernel launch costs the CPU ~4 us",
     "graph_replay": "assumption: replaying a captured CUDA graph costs the CPU ~15 us",
+    "attention_unit_latency": ("fitted once on source half A: python -m "
+                               "experiments.published_check --fit attention_unit_latency=0,"
+                               "0.5e-6,1e-6,1.5e-6,2e-6 (half A median |error| 8.9, 8.8, 8.7, "
+                               "9.2, 9.9%: 1 us, interior; 2026-12-04); a (request, KV head) "
+                               "unit's fixed cost on one SM, about two dependent DRAM round "
+                               "trips (page table, then the first KV page)"),
 }

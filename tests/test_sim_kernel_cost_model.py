@@ -155,3 +155,26 @@ def test_a_step_stores_its_new_tokens_kv_at_the_memory_rate():
     assert model._kernels.kv_write(64) == pytest.approx(expected)
     fp8 = KernelCostModel(get_model_shape("llama-3-8b").with_dtypes("bf16", "fp8"), hw, 1)
     assert fp8._kernels.kv_write(64) == pytest.approx(expected / 2)
+
+
+def test_decode_attention_pays_each_request_and_kv_heads_unit():
+    """Llama-3-8B on H100 (132 SMs): 64 requests x 8 KV heads = 512 units per layer, each
+    2 us of one SM, over 32 layers; the same KV spread over 4 requests pays 16 x less."""
+    hw, m = get_hardware("h100"), get_model_shape("llama-3-8b")
+    with_units = KernelCostModel(m, hw, 1, params=KernelParams(attention_unit_latency=2e-6))
+    plain = KernelCostModel(m, hw, 1, params=KernelParams(attention_unit_latency=0.0))
+    extra = [with_units.step_cost(s).attention - plain.step_cost(s).attention
+             for s in (BatchShape.decode(np.full(64, 1000), 64),
+                       BatchShape.decode(np.full(4, 16_000), 4))]
+    assert extra[0] == pytest.approx(32 * 64 * 8 * 2e-6 / 132)
+    assert extra[1] == pytest.approx(extra[0] / 16)
+
+
+def test_an_mla_decode_unit_is_one_request():
+    """DeepSeek-V3's latent cache is one KV head: 64 requests are 64 units per layer."""
+    hw, m = get_hardware("h200"), get_model_shape("deepseek-v3").with_dtypes("fp8", "fp8")
+    models = [KernelCostModel(m, hw, 8, ep_size=8, params=KernelParams(attention_unit_latency=u))
+              for u in (0.0, 1e-6)]
+    shape = BatchShape.decode(np.full(64, 1000), 64)
+    extra = models[1].step_cost(shape).attention - models[0].step_cost(shape).attention
+    assert extra == pytest.approx(61 * 64 * 1e-6 / 132)

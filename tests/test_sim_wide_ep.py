@@ -21,6 +21,7 @@ from sim.hardware import get_hardware
 from sim.kernel_cost_model import KernelCostModel
 from sim.model_shapes import get_model_shape
 from sim.simulate import build_simulation
+from sim.two_batch_overlap import exposed_alltoall
 
 H100 = get_hardware("h100")
 NET = node_network("h100")
@@ -78,12 +79,38 @@ def test_a_data_parallel_lm_head_drops_the_logits_gather():
     assert _model(WIDE, 72).step_cost(shape).lm_head < sharded.lm_head / 10
 
 
-def test_two_batch_overlap_hides_the_all_to_all_under_compute():
-    """The all-to-all that remains is what exceeds the linear and expert compute."""
+def test_two_batch_overlap_leaves_what_the_stages_do_not_hide():
+    """A decode step's all-to-all under TBO is the four-stage pipeline's excess over its
+    compute (linear and attention, experts), the low-latency kernels taking no SMs."""
     shape = BatchShape.decode(np.full(32 * 128, 1000), 32 * 128)
     plain = _model(WIDE).step_cost(shape)
+    model = _model(EPOptions("deepep", 1, True, True, 32))
+    tbo, raw = model.step_cost(shape), model._kernels.fixed(shape.rows, shape.rows, True).alltoall
+    assert raw == pytest.approx(plain.alltoall, rel=0.01)
+    assert tbo.alltoall == pytest.approx(exposed_alltoall(
+        tbo.linear + tbo.attention, tbo.experts, raw, 0.0))
+    assert tbo.alltoall < plain.alltoall
+
+
+def test_two_micro_batches_read_the_weights_twice():
+    """Decode GEMMs are bound by their weight bytes: two half batches cost more than one."""
+    shape = BatchShape.decode(np.full(32 * 16, 1000), 32 * 16)
+    plain = _model(WIDE).step_cost(shape)
     tbo = _model(EPOptions("deepep", 1, True, True, 32)).step_cost(shape)
-    assert tbo.alltoall == pytest.approx(max(0.0, plain.alltoall - plain.linear - plain.experts))
+    assert tbo.linear > 1.5 * plain.linear and tbo.experts > 1.5 * plain.experts
+    assert tbo.lm_head == plain.lm_head
+
+
+def test_an_extends_overlap_pays_the_normal_kernels_sms():
+    """A prefill's DeepEP normal kernels hold 20 of the H100's 132 SMs while they run."""
+    shape = BatchShape.build("EXTEND", np.full(32 * 8, 1024), np.zeros(32 * 8, dtype=int))
+    model = _model(EPOptions("deepep", 1, True, True, 32))
+    tbo = model.step_cost(shape)
+    raw = model._kernels.fixed(shape.rows, shape.padded_lm_head_rows, False,
+                               model._busiest_rank(shape, False)[0]).alltoall
+    assert tbo.alltoall == pytest.approx(exposed_alltoall(
+        tbo.linear + tbo.attention, tbo.experts, raw, 20 / 132))
+    assert tbo.alltoall > 0
 
 
 def test_redundant_experts_are_placed_and_held_in_memory():

@@ -31,7 +31,8 @@ def _layers_agree(group: TPGroup, out_dir: str) -> None:
     torch.testing.assert_close(VocabParallelEmbedding(emb, group)(ids), emb(ids))
     logits = vocab_parallel_logits(x, head[shard_range(10, group, "vocab")], group)
     torch.testing.assert_close(logits, x @ head.t())
-    open(f"{out_dir}/rank{group.rank}", "w").write("ok")
+    with open(f"{out_dir}/rank{group.rank}", "w") as f:
+        f.write("ok")
 
 
 def test_sharded_layers_on_two_ranks_equal_the_full_layers(tmp_path):
