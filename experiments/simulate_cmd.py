@@ -28,6 +28,7 @@ from typing import Any
 from experiments.arg_types import non_negative_float, non_negative_int, positive_int, seed
 from experiments.cli_errors import UsageError
 from experiments.output_paths import check_output_folder, remove_stale
+from experiments.simulate_fleet_cmd import fleet_arguments, is_fleet, run_fleet
 
 HELP = "simulate serving a workload on a model and hardware (SimPy + cost model, no GPU)"
 WORKLOADS = ("sharegpt", "synthetic", "shared-prefix")
@@ -47,6 +48,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="roofline (default), kernel (kernel-level: GEMM shapes, NCCL "
                         "alpha-beta, CPU time), or a calibrated cost model file")
     engine_profile_arguments(m)
+    fleet_arguments(m)
     w = p.add_argument_group("workload")
     w.add_argument("--workload", choices=WORKLOADS, default="sharegpt")
     w.add_argument("--workload-file", default=None, metavar="JSONL",
@@ -86,8 +88,10 @@ def parallelism_arguments(g: argparse._ArgumentGroup) -> None:
 
     g.add_argument("--ep-size", type=positive_int, default=1,
                    help="expert-parallel degree (MoE models; divides --tp and the experts)")
-    g.add_argument("--dp-size", type=positive_int, default=1,
-                   help="attention data-parallel ranks (with --enable-dp-attention; divides --tp)")
+    g.add_argument("--dp-size", "--dp", type=positive_int, default=1,
+                   help="with --enable-dp-attention: attention ranks over the --tp GPUs; "
+                        "without it: engine replicas, each on its own --tp GPUs, behind "
+                        "--router (simulate)")
     g.add_argument("--enable-dp-attention", action="store_true",
                    help="SGLang's attention data parallelism: --dp-size attention ranks over "
                         "the --tp GPUs, MLP and experts over all of them (needs --cost-model "
@@ -174,10 +178,13 @@ def run(args: argparse.Namespace) -> int:
         check_output_folder(args.out, "--out", args.overwrite)
     _, shape = load_model(args.model)
     workload = make_workload(args, shape.vocab_size)
-    result = simulate(workload, model=args.model, hardware=args.hardware, tp=args.tp,
-                      **parallelism_args(args), cost_model=args.cost_model,
-                      engine_profile=engine_profile_arg(args), seed=args.seed, slo=_slo(args, SLO),
-                      progress=not args.no_progress, **engine_args(args))
+    run_args = {"model": args.model, "hardware": args.hardware, "tp": args.tp,
+                **parallelism_args(args), "cost_model": args.cost_model,
+                "engine_profile": engine_profile_arg(args), "seed": args.seed,
+                "slo": _slo(args, SLO), "progress": not args.no_progress, **engine_args(args)}
+    if is_fleet(args):
+        return run_fleet(args, workload, run_args)
+    result = simulate(workload, **run_args)
     config = run_config(args, workload, result)
     print_summary(config, result)
     if args.out:

@@ -42,6 +42,7 @@ from shared.prefill_admission import PrefillAdmission
 from shared.req import Req
 from shared.schedule_batch import ScheduleBatch
 from shared.schedule_policy import SchedulePolicy
+from shared.scheduler_load import SchedulerLoad, scheduler_load
 from shared.step_recorder import StepRecorder, StepTimes
 from shared.trace import RequestRecord, Trace
 from shared.validation import validate_request
@@ -128,6 +129,11 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.waiting_queue or self.chunked_req or self.pending is not None
                     or (self.running_batch and not self.running_batch.is_empty()))
+
+    def load(self) -> SchedulerLoad:
+        """Requests and tokens running and queued now (`shared.scheduler_load`)."""
+        return scheduler_load(self.waiting_queue, (self.running_batch, self.last_batch),
+                              self.chunked_req)
 
     def take_finished(self) -> list[Req]:
         """The requests that finished since the last call (results, aborts, retraction

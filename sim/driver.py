@@ -48,6 +48,7 @@ from shared.finish_reason import FinishReason
 from shared.forward_batch import ForwardBatch
 from shared.invalid_request import InvalidRequestError
 from shared.model_runner import ModelRunner, RunnerOutput
+from sim.arrival_source import ArrivalSource, WorkloadArrivals
 from sim.batch_shape import BatchShape
 from sim.cost_model import CostModel
 
@@ -77,13 +78,14 @@ def drive_workload(scheduler: Scheduler, runner: ModelRunner, workload: Workload
     env = simpy.Environment()
     with cyclic_gc_paused(), tqdm(total=len(workload), desc="simulate", unit="req",
                                   delay=PROGRESS_DELAY_S, disable=not progress) as bar:
-        loop = EngineLoop(env, scheduler, runner, workload.requests, clock, finished_hook, bar)
+        loop = EngineLoop(env, scheduler, runner, WorkloadArrivals(workload.requests), clock,
+                          finished_hook, bar)
         loop.decode_runs = decode_runs and supports_decode_runs(runner, clock, finished_hook)
         arrivals = loop.arrivals()
         env.process(arrivals)
         env.run(until=env.process(loop.engine()))
         arrivals.close()  # NOTE: its frame, waiting for the next idle, holds the loop in a cycle
-    loop.check_all_finished()
+    check_all_finished(workload.requests, [scheduler.trace])
     return scheduler.trace
 
 
@@ -98,15 +100,15 @@ def check_workload(scheduler: Scheduler, workload: Workload) -> None:
 
 
 class EngineLoop:
-    """The state the two processes share: the next request to admit and the idle event."""
+    """One engine's process and the state the arrival process shares with it: where its
+    requests come from (`sim.arrival_source`) and the idle event."""
 
     def __init__(self, env: simpy.Environment, scheduler: Scheduler, runner: ModelRunner,
-                 requests: Sequence[WorkloadRequest], clock: CostModel | None,
+                 source: ArrivalSource, clock: CostModel | None,
                  finished_hook: FinishedHook | None, progress: tqdm | None = None) -> None:
         self.env, self.scheduler, self.runner = env, scheduler, runner
-        self.requests = requests
+        self.source = source
         self.clock, self.finished_hook = clock, finished_hook
-        self.next = 0                           # index of the next request to admit
         self.idle: simpy.Event | None = None    # set while the engine waits for an arrival
         self.went_idle = env.event()            # the engine tells the arrival process
         self.progress = progress                # a tqdm bar counting finished requests
@@ -120,10 +122,15 @@ class EngineLoop:
         while True:
             yield self.went_idle
             self.went_idle = env.event()
-            t = self.requests[self.next].arrival_time
+            t = self.source.next_arrival()
             # NOTE: now + (t - now) can round below t; a second, tiny timeout lands exactly.
             while env.now < t:
                 yield env.timeout(t - env.now)
+            self.wake()
+
+    def wake(self) -> None:
+        """Let the engine, if it waits for an arrival, look for work again."""
+        if self.idle is not None and not self.idle.triggered:
             self.idle.succeed()
 
     def engine(self) -> Iterator[simpy.Event]:
@@ -137,9 +144,10 @@ class EngineLoop:
                 batch, scheduled = yield from self.decode_runs_from(batch)
             elif batch is not None:
                 yield from self.step(batch)
-            elif self.next < len(self.requests):
+            elif self.source.next_arrival() < math.inf:
                 self.idle = self.env.event()
-                self.went_idle.succeed()
+                if not self.went_idle.triggered:   # NOTE: a fleet's replica has no waiter
+                    self.went_idle.succeed()
                 yield self.idle
                 self.idle = None
             elif sched.has_work():
@@ -150,11 +158,8 @@ class EngineLoop:
                 return
 
     def admit(self) -> None:
-        reqs, now, i = self.requests, self.env.now, self.next
-        while i < len(reqs) and reqs[i].arrival_time <= now:
-            self.scheduler.add_request(reqs[i].to_req())
-            i += 1
-        self.next = i
+        for r in self.source.due(self.env.now):
+            self.scheduler.add_request(r.to_req())
 
     def step(self, batch: ScheduleBatch) -> Iterator[simpy.Event]:
         fb = ForwardBatch.init_new(batch)
@@ -186,7 +191,7 @@ class EngineLoop:
                 yield from self.step(batch)
                 return None, False
             t = end
-            if self.next < len(self.requests) and self.requests[self.next].arrival_time <= t:
+            if self.source.next_arrival() <= t:
                 break
             batch = self.scheduler.get_next_batch_to_run(t)
             if batch is None or not batch.forward_mode.is_decode():
@@ -227,7 +232,7 @@ class EngineLoop:
     def run_starts(self, durations: Iterable[float], t: float) -> list[float]:
         """Start times, from t, of the run's steps plus the end of the last: step j > 0 runs
         only if no request arrives by its start (it would be admitted)."""
-        nxt = self.requests[self.next].arrival_time if self.next < len(self.requests) else math.inf
+        nxt = self.source.next_arrival()
         starts = [t]
         for d in durations:
             if len(starts) > 1 and starts[-1] >= nxt:
@@ -248,11 +253,6 @@ class EngineLoop:
             t = out.duration
         return check_step_time(t)
 
-    def check_all_finished(self) -> None:
-        records = self.scheduler.trace.requests
-        left = [r.rid for r in self.requests if records[r.rid].finish_reason is None]
-        if left:
-            raise RuntimeError(f"{len(left)} request(s) never finished: {left[:5]}")
 
 
 @contextlib.contextmanager
@@ -274,6 +274,15 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.unfreeze()  # allocation count restarts at 0 (else the next allocation scans them)
         if was_enabled:
             gc.enable()
+
+
+def check_all_finished(requests: Sequence[WorkloadRequest], traces: Sequence[Trace]) -> None:
+    """RuntimeError naming requests that no trace records as finished."""
+    records = {rid: rec for t in traces for rid, rec in t.requests.items()}
+    left = [r.rid for r in requests
+            if r.rid not in records or records[r.rid].finish_reason is None]
+    if left:
+        raise RuntimeError(f"{len(left)} request(s) never finished: {left[:5]}")
 
 
 def check_step_time(t: float) -> float:

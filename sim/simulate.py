@@ -187,10 +187,11 @@ def attention_dp_ranks(dp_size: int, enable_dp_attention: bool, tp: int,
         raise ValueError(f"enable_dp_attention must be a bool, got {enable_dp_attention!r}")
     if not enable_dp_attention:
         if dp_size != 1:
-            raise ValueError(f"dp_size={dp_size!r} without enable_dp_attention would be "
-                             f"independent replicas behind a router, which the simulator does "
-                             f"not model yet; pass enable_dp_attention=True for SGLang's "
-                             f"attention data parallelism")
+            raise ValueError(f"dp_size={dp_size!r} without enable_dp_attention is "
+                             f"{dp_size} independent replicas behind a router: run them with "
+                             f"sim.simulate_fleet(workload, replicas={dp_size}) (batchtwin "
+                             f"simulate --dp {dp_size}), or pass enable_dp_attention=True for "
+                             f"SGLang's attention data parallelism")
         return 1
     check_attention_dp(dp_size, tp, shape)
     return dp_size

@@ -56,7 +56,6 @@ def test_simulate_reads_a_workload_file(tmp_path, capsys):
     (["--rate", "-2"], "rate must be > 0"),
     (["--num-requests", "0"], "no requests"),
     (["--max-total-tokens", "1"], "max_total_tokens"),
-    (["--dp-size", "2"], "without enable_dp_attention"),
     (["--dp-size", "2", "--enable-dp-attention"], "does not divide tp=1"),
     (["--tp", "3", "--dp-size", "3", "--enable-dp-attention"], "kernel cost model only"),
 ])
@@ -66,6 +65,21 @@ def test_bad_input_is_one_line_on_stderr(args, match, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("batchtwin simulate: ") and match in err
     assert "\n" not in err and "Traceback" not in err
+
+
+def test_simulate_dp_runs_replicas_behind_a_router(tmp_path, capsys):
+    """--dp 2 without attention DP: two replicas; the tables gain a replica column, the
+    replicas table and one trace per replica are written."""
+    out = tmp_path / "fleet"
+    assert main([*SMALL, "--dp", "2", "--router", "least_load", "--out", str(out),
+                 "--save-trace"]) == 0
+    assert "2 replicas behind least_load" in capsys.readouterr().out
+    requests = pd.read_csv(out / "requests.csv")
+    assert len(requests) == 8 and set(requests["replica"]) <= {0, 1}
+    assert len(pd.read_csv(out / "replicas.csv")) == 2
+    assert json.loads((out / "summary.json").read_text())["replicas"] == 2
+    assert json.loads((out / "config.json").read_text())["router"] == "least_load"
+    assert (out / "trace-0.jsonl").exists() and (out / "trace-1.jsonl").exists()
 
 
 def test_simulate_runs_attention_dp_on_the_kernel_cost_model(capsys):

@@ -1,0 +1,84 @@
+"""`batchtwin simulate --dp N [--router POLICY]`: the workload on N engine replicas behind a
+router (`sim.simulate_fleet`); prints the fleet's metrics and one row per replica, and with
+`--out` writes requests and steps (with a `replica` column), replicas, config.json and
+summary.json (`--save-trace`: one trace-{i}.jsonl per replica).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from experiments.output_paths import remove_stale
+
+FLEET_FILES = ("requests.parquet", "requests.csv", "steps.parquet", "steps.csv",
+               "replicas.parquet", "replicas.csv", "config.json", "summary.json")
+REPLICA_COLUMNS = ("replica", "requests", "completed", "output_throughput", "prefix_hit_rate",
+                   "ttft_p50", "ttft_p90", "tpot_p50")
+
+
+def fleet_arguments(g: argparse._ArgumentGroup) -> None:
+    from sim.routers import DEFAULT_ROUTER, ROUTERS
+
+    g.add_argument("--router", choices=tuple(ROUTERS), default=DEFAULT_ROUTER,
+                   help=f"the policy sending requests to the --dp replicas (default "
+                        f"{DEFAULT_ROUTER}, as SGLang's --load-balance-method)")
+
+
+def is_fleet(args: argparse.Namespace) -> bool:
+    """--dp N > 1 without attention DP: N replicas."""
+    return args.dp_size > 1 and not args.enable_dp_attention
+
+
+def run_fleet(args: argparse.Namespace, workload, run_args: dict[str, Any]) -> int:
+    from experiments.simulate_cmd import print_summary
+    from sim.simulate_fleet import simulate_fleet
+
+    kwargs = {k: v for k, v in run_args.items() if k not in ("dp_size", "enable_dp_attention")}
+    result = simulate_fleet(workload, replicas=args.dp_size, router=args.router, **kwargs)
+    config = fleet_config(args, workload, result)
+    print_summary(config, result)
+    s = result.summary
+    print(f"{s['replicas']} replicas behind {args.router}: load imbalance "
+          f"{s['load_imbalance']:.3f} (busiest / mean tokens), prefix hit rate "
+          f"{s['prefix_hit_rate']:.1%}")
+    print(result.replicas[list(REPLICA_COLUMNS)].to_string(index=False))
+    if args.out:
+        write_fleet_outputs(Path(args.out), config, result, args.save_trace)
+    return 0
+
+
+def fleet_config(args: argparse.Namespace, workload, result) -> dict[str, Any]:
+    trace = result.traces[0]
+    return {"command": "simulate", "workload": {"name": workload.name, "config": workload.config,
+                                                "num_requests": len(workload),
+                                                "file": args.workload_file},
+            "model": args.model, "executor": trace.executor, "seed": args.seed,
+            "replicas": args.dp_size, "router": args.router,
+            "engine_config": trace.engine_config.to_dict(),
+            "model_info": trace.model_info.to_dict(),
+            "slo": dataclasses.asdict(result.slo) if result.slo else None}
+
+
+def write_fleet_outputs(out: Path, config: dict[str, Any], result, save_trace: bool) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    traces = tuple(f"trace-{i}.jsonl" for i in range(len(result.traces)))
+    remove_stale(out, FLEET_FILES + traces)
+    parquet = importlib.util.find_spec("pyarrow") is not None
+    for name in ("requests", "steps", "replicas"):
+        frame = getattr(result, name)
+        if parquet:
+            frame.to_parquet(out / f"{name}.parquet", index=False)
+        else:
+            frame.to_csv(out / f"{name}.csv", index=False)
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (out / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
+    if save_trace:
+        for name, trace in zip(traces, result.traces, strict=True):
+            trace.save(out / name)
+    print(f"wrote {out}/", file=sys.stderr)
