@@ -28,7 +28,12 @@ from typing import Any
 from experiments.arg_types import non_negative_float, non_negative_int, positive_int, seed
 from experiments.cli_errors import UsageError
 from experiments.output_paths import check_output_folder, remove_stale
-from experiments.simulate_fleet_cmd import fleet_arguments, is_fleet, run_fleet
+from experiments.simulate_fleet_cmd import (
+    fleet_arguments,
+    is_fleet,
+    run_disaggregated,
+    run_fleet,
+)
 
 HELP = "simulate serving a workload on a model and hardware (SimPy + cost model, no GPU)"
 WORKLOADS = ("sharegpt", "synthetic", "shared-prefix")
@@ -182,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
                 **parallelism_args(args), "cost_model": args.cost_model,
                 "engine_profile": engine_profile_arg(args), "seed": args.seed,
                 "slo": _slo(args, SLO), "progress": not args.no_progress, **engine_args(args)}
+    if args.disaggregate:
+        return run_disaggregated(args, workload, run_args)
     if is_fleet(args):
         return run_fleet(args, workload, run_args)
     result = simulate(workload, **run_args)

@@ -2,6 +2,11 @@
 router (`sim.simulate_fleet`); prints the fleet's metrics and one row per replica, and with
 `--out` writes requests and steps (with a `replica` column), replicas, config.json and
 summary.json (`--save-trace`: one trace-{i}.jsonl per replica).
+
+`batchtwin simulate --disaggregate xPyD [--prefill-tp N] [--decode-tp N]`: prefill/decode
+disaggregation (`sim.simulate_disaggregated`), --router choosing the prefill instance and
+--decode-router the decode one; `--out` writes requests (with prefill_instance,
+decode_instance, transfer), steps (with role, instance), config.json and summary.json.
 """
 
 from __future__ import annotations
@@ -26,8 +31,15 @@ def fleet_arguments(g: argparse._ArgumentGroup) -> None:
     from sim.routers import DEFAULT_ROUTER, ROUTERS
 
     g.add_argument("--router", choices=tuple(ROUTERS), default=DEFAULT_ROUTER,
-                   help=f"the policy sending requests to the --dp replicas (default "
-                        f"{DEFAULT_ROUTER}, as SGLang's --load-balance-method)")
+                   help=f"the policy sending requests to the --dp replicas or the prefill "
+                        f"instances (default {DEFAULT_ROUTER}, as SGLang's --load-balance-method)")
+    g.add_argument("--disaggregate", default=None, metavar="xPyD",
+                   help="prefill/decode disaggregation: x prefill and y decode instances, the "
+                        "KV sent over the hardware's network card (e.g. 1P2D)")
+    g.add_argument("--prefill-tp", type=int, default=None, help="prefill instances' TP (--tp)")
+    g.add_argument("--decode-tp", type=int, default=None, help="decode instances' TP (--tp)")
+    g.add_argument("--decode-router", choices=tuple(ROUTERS), default=DEFAULT_ROUTER,
+                   help="the policy choosing a decode instance for each transferred request")
 
 
 def is_fleet(args: argparse.Namespace) -> bool:
@@ -82,3 +94,42 @@ def write_fleet_outputs(out: Path, config: dict[str, Any], result, save_trace: b
         for name, trace in zip(traces, result.traces, strict=True):
             trace.save(out / name)
     print(f"wrote {out}/", file=sys.stderr)
+
+
+def run_disaggregated(args: argparse.Namespace, workload, run_args: dict[str, Any]) -> int:
+    from experiments.simulate_cmd import print_summary
+    from sim.simulate_disaggregated import parse_layout, simulate_disaggregated
+
+    if args.dp_size > 1:
+        raise ValueError("--disaggregate sets the instance counts; drop --dp")
+    prefill, decode = parse_layout(args.disaggregate)
+    kwargs = {k: v for k, v in run_args.items() if k not in ("dp_size", "enable_dp_attention")}
+    result = simulate_disaggregated(workload, prefill=prefill, decode=decode,
+                                    prefill_tp=args.prefill_tp, decode_tp=args.decode_tp,
+                                    prefill_router=args.router, decode_router=args.decode_router,
+                                    **kwargs)
+    trace = result.run.prefill_traces[0]
+    config = {"command": "simulate", "workload": {"name": workload.name,
+                                                  "config": workload.config,
+                                                  "num_requests": len(workload),
+                                                  "file": args.workload_file},
+              "model": args.model, "executor": trace.executor, "seed": args.seed,
+              "disaggregate": args.disaggregate, "prefill_tp": args.prefill_tp or args.tp,
+              "decode_tp": args.decode_tp or args.tp, "router": args.router,
+              "decode_router": args.decode_router,
+              "engine_config": trace.engine_config.to_dict(),
+              "slo": dataclasses.asdict(result.slo) if result.slo else None}
+    print_summary(config, result)
+    s = result.summary
+    print(f"{prefill} prefill x {decode} decode instances: KV transfer mean "
+          f"{s['transfer_mean'] * 1e3:.3f} ms, p90 {s['transfer_p90'] * 1e3:.3f} ms")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        remove_stale(out, FLEET_FILES)
+        for name in ("requests", "steps"):
+            getattr(result, name).to_csv(out / f"{name}.csv", index=False)
+        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        (out / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
+        print(f"wrote {out}/", file=sys.stderr)
+    return 0

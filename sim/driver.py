@@ -113,6 +113,7 @@ class EngineLoop:
         self.went_idle = env.event()            # the engine tells the arrival process
         self.progress = progress                # a tqdm bar counting finished requests
         self.decode_runs = False                # apply decode runs (supports_decode_runs)
+        self.on_finished: Callable[[list], None] | None = None  # told of finished Reqs
 
     def arrivals(self) -> Iterator[simpy.Event]:
         """Wake the idle engine at the next arrival. NOTE: while the engine works it admits
@@ -139,6 +140,8 @@ class EngineLoop:
             if not scheduled:  # else decode runs scheduled `batch` at this time already
                 self.admit()
                 batch = sched.get_next_batch_to_run(self.env.now)
+                # NOTE: under overlap the last step's finishes are processed here
+                self.count_finished(sched.take_finished())
             scheduled = False
             if batch is not None and self.decode_runs and batch.forward_mode.is_decode():
                 batch, scheduled = yield from self.decode_runs_from(batch)
@@ -172,6 +175,8 @@ class EngineLoop:
         self.count_finished(self.scheduler.process_batch_result(batch, out, ids, self.env.now, finished))
 
     def count_finished(self, done: list) -> None:
+        if done and self.on_finished is not None:
+            self.on_finished(done)
         if done and self.progress is not None:
             self.progress.update(len(done))
 

@@ -90,7 +90,7 @@ def _routed_at_arrival(replicas: Sequence[Replica], workload: Workload, router: 
     replicas in one environment."""
     env = simpy.Environment()
     fleet = FleetArrivals(env, workload.requests, router, [r.scheduler for r in replicas])
-    fleet.loops = [_loop(env, r, fleet.inboxes[i], bar, decode_runs and len(replicas) == 1)
+    fleet.loops = [make_loop(env, r, fleet.inboxes[i], bar, decode_runs and len(replicas) == 1)
                    for i, r in enumerate(replicas)]
     env.process(fleet.arrivals())
     env.run(until=env.all_of([env.process(loop.engine()) for loop in fleet.loops]))
@@ -109,7 +109,7 @@ def _routed_up_front(replicas: Sequence[Replica], workload: Workload, router: Ro
     for i, r in enumerate(replicas):
         env = simpy.Environment()
         mine = [q for q in workload.requests if replica_of[q.rid] == i]
-        loop = _loop(env, r, WorkloadArrivals(mine), bar, decode_runs)
+        loop = make_loop(env, r, WorkloadArrivals(mine), bar, decode_runs)
         arrivals = loop.arrivals()
         env.process(arrivals)
         env.run(until=env.process(loop.engine()))
@@ -117,7 +117,7 @@ def _routed_up_front(replicas: Sequence[Replica], workload: Workload, router: Ro
     return replica_of
 
 
-def _loop(env: simpy.Environment, r: Replica, source, bar: tqdm, decode_runs: bool
+def make_loop(env: simpy.Environment, r: Replica, source, bar: tqdm, decode_runs: bool
           ) -> EngineLoop:
     loop = EngineLoop(env, r.scheduler, r.runner, source, None, r.finished_hook, bar)
     loop.decode_runs = decode_runs and supports_decode_runs(r.runner, None, r.finished_hook)
@@ -142,9 +142,10 @@ def _checked(router: Router, request: WorkloadRequest, i: object, n: int) -> int
 
 
 class Inbox:
-    """One replica's `sim.arrival_source.ArrivalSource`: the requests routed to it."""
+    """One replica's `sim.arrival_source.ArrivalSource`: the requests routed to it by its
+    fleet (anything with `route_until(now)` and `next_arrival()`)."""
 
-    def __init__(self, fleet: FleetArrivals) -> None:
+    def __init__(self, fleet) -> None:
         self.fleet = fleet
         self.pending: deque[WorkloadRequest] = deque()
 

@@ -1,0 +1,113 @@
+"""`DisaggResult`: what a disaggregated run returns (`sim.simulate_disaggregated`), with
+`shared.run_result`'s metric definitions as the client sees them.
+
+- `requests`: one row per request, REQUEST_COLUMNS plus `prefill_instance`,
+  `decode_instance` (-1: it ended at its first token) and `transfer` (seconds its KV spent
+  crossing, queueing for the link included); `first_token_time` is when the transfer ended
+  (the prefill's first token for a request that ended there), `output_len` counts that
+  token, `cached_tokens` are the prefill instance's prefix-cache hits.
+- `steps`: every instance's steps (STEP_COLUMNS) plus `role` ("prefill" or "decode") and
+  `instance`.
+- `summary`: the `vllm bench serve` metrics over all requests (ITL: the decode instances'
+  token gaps, plus each request's gap from the transfer's end to its second token), with
+  `transfer_mean` and `transfer_p90`, retractions on any instance and the prefill side's
+  cache-hit tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from shared.run_result import (
+    COMPLETED_FINISH_TYPES,
+    REQUEST_COLUMNS,
+    SLO,
+    STEP_FIELDS_READ,
+    inter_token_latencies,
+    latency_stats,
+    steps_frame,
+    summarize,
+)
+
+if TYPE_CHECKING:
+    from shared.trace import RequestRecord, Trace
+    from sim.disaggregation import DisaggRun
+
+
+@dataclass(frozen=True)
+class DisaggResult:
+    run: DisaggRun
+    requests: Any
+    steps: Any
+    summary: dict[str, float]
+    slo: SLO | None = None
+
+    @classmethod
+    def from_run(cls, run: DisaggRun, slo: SLO | None = None) -> DisaggResult:
+        requests, done = _requests(run)
+        decoded = set(run.decode_of)
+        itl = [_gaps(t, set(requests["rid"][done]) & decoded) for t in run.decode_traces]
+        second = requests[done & (requests["decode_instance"] >= 0).to_numpy()]
+        itl.append((second["second_token_time"] - second["first_token_time"]).to_numpy(float))
+        summary = summarize(requests, done, np.concatenate(itl), slo)
+        transfers = np.array([end - start for start, end in run.transfers.values()], dtype=float)
+        stats = latency_stats("transfer", transfers)
+        summary.update(transfer_mean=stats["transfer_mean"], transfer_p90=stats["transfer_p90"],
+                       num_retractions=sum(r.num_retractions
+                                           for t in (*run.prefill_traces, *run.decode_traces)
+                                           for r in t.requests.values()),
+                       cache_hit_tokens=int(requests["cached_tokens"].sum()))
+        return cls(run, requests.drop(columns="second_token_time"), _steps(run), summary, slo)
+
+
+def _requests(run: DisaggRun) -> tuple[Any, np.ndarray]:
+    import pandas as pd
+
+    rows, done = [], []
+    prefill = {rid: rec for t in run.prefill_traces for rid, rec in t.requests.items()}
+    decode = {rid: rec for t in run.decode_traces for rid, rec in t.requests.items()}
+    for rid, p in prefill.items():
+        d = decode.get(rid)
+        rows.append(_client_row(p, d, run.transfers.get(rid), run.prefill_of[rid],
+                                run.decode_of.get(rid, -1)))
+        last = d if d is not None else p
+        done.append(last.finish_reason is not None
+                    and last.finish_reason.type in COMPLETED_FINISH_TYPES)
+    frame = pd.DataFrame(rows)
+    frame["ttft"] = frame["first_token_time"] - frame["arrival"]
+    frame["e2e"] = frame["finish_time"] - frame["arrival"]
+    n = frame["output_len"].to_numpy()
+    frame["tpot"] = np.where(n > 1, (frame["e2e"] - frame["ttft"]) / np.maximum(n - 1, 1), np.nan)
+    columns = [*REQUEST_COLUMNS, "prefill_instance", "decode_instance", "transfer",
+               "second_token_time"]
+    return frame[columns], np.array(done, dtype=bool)
+
+
+def _client_row(p: RequestRecord, d: RequestRecord | None, transfer, pi: int, di: int) -> dict:
+    row = {"rid": p.rid, "arrival": p.arrival_time, "prompt_len": len(p.input_ids),
+           "cached_tokens": p.cached_tokens, "prefill_instance": pi, "decode_instance": di}
+    if d is None:
+        return {**row, "first_token_time": p.first_token_time, "finish_time": p.finish_time,
+                "output_len": p.output_len, "transfer": np.nan, "second_token_time": np.nan}
+    return {**row, "first_token_time": transfer[1], "finish_time": d.finish_time,
+            "output_len": 1 + d.output_len, "transfer": transfer[1] - transfer[0],
+            "second_token_time": d.first_token_time}
+
+
+def _gaps(trace: Trace, rids: set[str]) -> np.ndarray:
+    columns = dict(zip(STEP_FIELDS_READ, trace.step_columns(*STEP_FIELDS_READ), strict=True))
+    return inter_token_latencies(columns, rids)
+
+
+def _steps(run: DisaggRun) -> Any:
+    import pandas as pd
+
+    frames = []
+    for role, traces in (("prefill", run.prefill_traces), ("decode", run.decode_traces)):
+        for i, t in enumerate(traces):
+            columns = dict(zip(STEP_FIELDS_READ, t.step_columns(*STEP_FIELDS_READ), strict=True))
+            frames.append(steps_frame(columns).assign(role=role, instance=i))
+    return pd.concat(frames, ignore_index=True)

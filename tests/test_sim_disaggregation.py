@@ -1,0 +1,81 @@
+"""Prefill/decode disaggregation: TTFT is the prefill's plus the KV transfer, by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from shared import SamplingParams, Workload
+from shared.workload import WorkloadRequest
+from sim.simulate_disaggregated import parse_layout, simulate_disaggregated
+
+FREE = {"kv_link_latency": 0.0, "kv_link_bandwidth": math.inf}
+
+
+def _spaced(n: int, prompt: int = 512, output: int = 32, gap: float = 0.5,
+            max_new: int | None = None) -> Workload:
+    """Requests `gap` seconds apart (no two transfers ever share the link)."""
+    params = SamplingParams(max_new_tokens=max_new or output, ignore_eos=True)
+    return Workload(tuple(WorkloadRequest(f"r{i}", i * gap, tuple(range(i, i + prompt)), params)
+                          for i in range(n)))
+
+
+def _prefill_ttft(result) -> dict[str, float]:
+    return {rid: rec.first_token_time - rec.arrival_time
+            for t in result.run.prefill_traces for rid, rec in t.requests.items()}
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_free_link_adds_nothing_to_the_prefill_instances_ttft(overlap):
+    """Zero latency, infinite bandwidth and ample decode capacity: each request's TTFT is
+    exactly its TTFT on the prefill instance."""
+    r = simulate_disaggregated(_spaced(12), prefill=1, decode=2, **FREE,
+                               disable_overlap_schedule=not overlap)
+    ttft = dict(zip(r.requests["rid"], r.requests["ttft"], strict=True))
+    assert ttft == _prefill_ttft(r)
+    assert (r.requests["transfer"] == 0).all() and r.summary["completed"] == 12
+
+
+def test_a_finite_link_adds_its_transfer_time_computed_by_hand():
+    """Llama-3-8B bf16 at tp 1: 32 layers x 2 x 8 KV heads x 128 x 2 bytes = 131072 bytes per
+    token; 512 tokens over 50 GB/s plus 9.6 us."""
+    r = simulate_disaggregated(_spaced(12), prefill=1, decode=1)
+    expected = 9.6e-6 + 512 * 131072 / 50e9
+    prefill = _prefill_ttft(r)
+    for rid, ttft in zip(r.requests["rid"], r.requests["ttft"], strict=True):
+        assert ttft - prefill[rid] == pytest.approx(expected, rel=1e-9)
+
+
+def test_transfers_on_one_link_queue_one_after_the_other():
+    """Four requests at once on one prefill instance: each transfer starts when the one
+    before it ended."""
+    params = SamplingParams(max_new_tokens=8, ignore_eos=True)
+    w = Workload(tuple(WorkloadRequest(f"r{i}", 0.0, tuple(range(i, i + 256)), params)
+                       for i in range(4)))
+    r = simulate_disaggregated(w, prefill=1, decode=1, kv_link_bandwidth=1e9)
+    spans = sorted(r.run.transfers.values())
+    assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def test_every_request_is_decoded_once_and_one_token_requests_stay_on_prefill():
+    """2P2D: each request is on one prefill and (unless it wants one token) one decode
+    instance, with all its tokens counted."""
+    w = Workload.sharegpt_like(60, vocab_size=128256, rate=20.0, seed=1)
+    ones = _spaced(3, max_new=1)
+    r = simulate_disaggregated(Workload(w.requests + tuple(
+        WorkloadRequest(f"one{i}", q.arrival_time, q.input_ids, q.sampling_params)
+        for i, q in enumerate(ones.requests))), prefill=2, decode=2, decode_router="least_load")
+    assert r.summary["completed"] == 63
+    by_rid = r.requests.set_index("rid")
+    assert (by_rid.loc[[f"one{i}" for i in range(3)], "decode_instance"] == -1).all()
+    wanted = {q.rid: q.sampling_params.max_new_tokens for q in w}
+    assert all(by_rid.loc[rid, "output_len"] == n for rid, n in wanted.items())
+    assert set(r.run.decode_of) == set(wanted)
+
+
+def test_layouts_are_read_as_xpyd():
+    assert parse_layout("2P4D") == (2, 4) and parse_layout("1p1d") == (1, 1)
+    for bad in ("2P", "0P1D", "PD", "2x4"):
+        with pytest.raises(ValueError, match="xPyD"):
+            parse_layout(bad)
