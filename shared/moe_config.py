@@ -70,7 +70,7 @@ def moe_config(d: dict[str, Any], family: str | None, num_layers: int) -> MoECon
 
 def _norm_topk(d: dict[str, Any], family: str | None) -> bool:
     """Mixtral and gpt-oss always renormalise over the top-k; Qwen follows norm_topk_prob."""
-    if family in ("mixtral", "gpt_oss") or family is None and "num_local_experts" in d:
+    if family in ("mixtral", "gpt_oss") or (family is None and "num_local_experts" in d):
         return True
     return bool(d.get("norm_topk_prob", False))
 
