@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -55,7 +56,7 @@ def test_transfers_on_one_link_queue_one_after_the_other():
                        for i in range(4)))
     r = simulate_disaggregated(w, prefill=1, decode=1, kv_link_bandwidth=1e9)
     spans = sorted(r.run.transfers.values())
-    assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False))
+    assert all(b[0] >= a[1] for a, b in itertools.pairwise(spans))
 
 
 def test_every_request_is_decoded_once_and_one_token_requests_stay_on_prefill():
