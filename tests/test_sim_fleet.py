@@ -97,7 +97,7 @@ def test_a_router_index_outside_the_fleet_is_refused_naming_it():
 def test_an_empty_fleet_and_an_unknown_router_are_refused():
     with pytest.raises(ValueError, match="at least one replica"):
         drive_fleet([], _workload(), make_router(None, 1))
-    with pytest.raises(ValueError, match="unknown router 'nearest'.*round_robin"):
+    with pytest.raises(ValueError, match=r"unknown router 'nearest'.*round_robin"):
         make_router("nearest", 2)
 
 
