@@ -25,6 +25,7 @@ import numpy as np
 from shared.run_result import (
     SLO,
     STEP_FIELDS_READ,
+    RunResult,
     completed_mask,
     inter_token_latencies,
     requests_frame,
@@ -46,6 +47,16 @@ class FleetResult:
     replicas: Any
     summary: dict[str, float]
     slo: SLO | None = None
+    done: np.ndarray | None = None   # [len(requests)] bool: the rows the summary counts
+
+    @property
+    def completed_requests(self) -> Any:
+        """The rows of `requests` that count in the summary (as RunResult's)."""
+        return self.requests[self.done]
+
+    def replica_result(self, replica: int) -> RunResult:
+        """One replica's run as a RunResult of its own trace."""
+        return RunResult.from_trace(self.traces[replica], self.slo)
 
     @classmethod
     def from_run(cls, run: FleetRun, slo: SLO | None = None,
@@ -66,7 +77,7 @@ class FleetResult:
         replicas = _replicas_frame(requests, done, summary["duration"], len(parts))
         summary.update(_fleet_stats(run.traces, requests, replicas))
         return cls(tuple(run.traces), dict(run.replica_of), requests, steps, replicas,
-                   summary, slo)
+                   summary, slo, done)
 
 
 class _Frames:

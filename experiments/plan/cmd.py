@@ -6,12 +6,17 @@ the configurations ranked by goodput per GPU (simulated; runs with no arguments)
         --slo ttft_p90=2s,tpot_p90=100ms --max-running-requests 64,256,auto --out plan-70b
     batchtwin plan --model deepseek-v3 --hardware h200 --tp 8 --ep-size 1,8 \
         --quantization fp8 --kv-cache-dtype auto,fp8_e4m3
+    batchtwin plan --model llama-3-70b --hardware h100 --tp 4,8 --dp 1,2,4 \
+        --target-rate 40 --gpu-hour-price 2.5 [--backend ray [--ray-address ADDR]]
 
-Writes to `--out` (default ./batchtwin-plan/): report.md (Recommendation, Headroom, Limits,
-Sweep), PNG plots (TTFT/TPOT against rate, goodput against rate, KV usage and batch
-composition over time at the chosen rate), runs.csv (every run), sweep.csv (one row per
-configuration) and config.json (the exact configuration). Exit 0 when a configuration meets
-the SLOs, 3 when none does (the report says why), 1 on bad input.
+Writes to `--out` (default ./batchtwin-plan/): report.md (Recommendation, Target rate with
+--target-rate, Headroom, Limits, Sweep), PNG plots (TTFT/TPOT against rate, goodput against
+rate, KV usage and batch composition over time at the chosen rate, the Pareto front:
+`experiments.plan.pareto`), runs.csv (every run), sweep.csv (one row per configuration) and
+config.json (the exact configuration). `--dp` candidates are replicas behind `--router`
+(`sim.simulate_fleet`); `--target-rate` picks the fewest GPUs that serve it
+(`experiments.plan.fleet_choice`). Exit 0 when a configuration meets the SLOs (with
+--target-rate: when one serves it), 3 when none does (the report says why), 1 on bad input.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from experiments.arg_types import non_negative_float, non_negative_int, positive_int
 from experiments.plan.grid import NONE_WORDS, Grid, check_candidates, parse_list
@@ -42,6 +48,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     m.add_argument("--hardware", default=",".join(d.hardware), help="catalogue keys or JSON paths")
     m.add_argument("--tp", default=",".join(map(str, d.tp)), help="tensor-parallel degrees")
     m.add_argument("--ep-size", default="1", help="expert-parallel degrees (MoE; divide --tp)")
+    m.add_argument("--dp", default="1", help="engine replicas behind --router, --tp GPUs each")
+    m.add_argument("--router", default="round_robin", help="the policy in front of the replicas "
+                   "(round_robin, random, least_load, power_of_two, cache_aware)")
     m.add_argument("--quantization", default="auto",
                    help="weight formats: fp8, int4-weight-only, none, auto (the checkpoint's)")
     m.add_argument("--kv-cache-dtype", default="auto",
@@ -68,6 +77,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     s.add_argument("--seeds", type=int, default=2, help="seeds per rate (all must pass)")
     s.add_argument("--rate-tolerance", type=float, default=0.05,
                    help="stop when the passing and failing rates are this close (relative)")
+    s.add_argument("--target-rate", type=float, default=None, metavar="R",
+                   help="report the fewest GPUs that serve R req/s within the SLOs")
+    s.add_argument("--gpu-hour-price", default=None, metavar="[KEY=]PRICE,...",
+                   help="$ per GPU-hour (one number, or per hardware key): cost per million "
+                        "output tokens")
     e = p.add_argument_group("engine knobs (comma lists are swept)")
     for knob, value in (("chunked-prefill-size", "int list or off"),
                         ("max-running-requests", "int list or auto"),
@@ -79,14 +93,22 @@ def configure(p: argparse.ArgumentParser) -> None:
     o.add_argument("--out", default="batchtwin-plan", metavar="DIR", help="output folder")
     o.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
                    help="worker processes (default: every core; 1 runs serially)")
+    o.add_argument("--backend", choices=("process", "ray"), default="process",
+                   help="where the runs go: this machine's worker processes (default), or "
+                        "tasks on a Ray cluster (pip install -e \".[ray]\")")
+    o.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="a running Ray cluster (default: start a local one)")
     o.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(args: argparse.Namespace) -> int:
+    from experiments.plan.fleet_choice import parse_prices
+
     spec, grid = build_plan(args)
     candidates = grid.candidates()
     check_candidates(spec.model, candidates)
-    return execute(spec, grid, candidates, args)
+    prices = parse_prices(args.gpu_hour_price, grid.hardware)
+    return execute(spec, grid, candidates, args, prices)
 
 
 def build_plan(args: argparse.Namespace):
@@ -98,9 +120,16 @@ def build_plan(args: argparse.Namespace):
         raise ValueError(f"--num-requests must be at least {MIN_REQUESTS}, got {args.num_requests}")
     workload = WorkloadSpec(args.workload, args.num_requests, args.prompt_len, args.output_len,
                             args.burstiness, args.num_groups, args.system_prompt_len)
+    from sim.routers import ROUTERS
+
+    if args.router not in ROUTERS:
+        raise ValueError(f"--router: unknown policy {args.router!r} (known: {', '.join(ROUTERS)})")
+    if args.target_rate is not None and not args.target_rate > 0:
+        raise ValueError(f"--target-rate must be > 0 req/s, got {args.target_rate}")
     spec = PlanSpec(args.model, workload, SLOTargets.parse(args.slo),
                     tuple(range(args.seeds)), args.rate_tolerance, expert_zipf=args.expert_zipf,
-                    cost_model=args.cost_model, engine_profile=engine_profile_arg(args))
+                    cost_model=args.cost_model, engine_profile=engine_profile_arg(args),
+                    router=args.router)
     grid = Grid(parse_list(args.hardware, "--hardware", str),
                 parse_list(args.tp, "--tp", int),
                 parse_list(args.chunked_prefill_size, "--chunked-prefill-size", int, "off"),
@@ -109,21 +138,25 @@ def build_plan(args: argparse.Namespace):
                 parse_list(args.schedule_policy, "--schedule-policy", str),
                 parse_list(args.ep_size, "--ep-size", int),
                 parse_list(args.quantization, "--quantization", str, "auto"),
-                parse_list(args.kv_cache_dtype, "--kv-cache-dtype", str))
+                parse_list(args.kv_cache_dtype, "--kv-cache-dtype", str),
+                parse_list(args.dp, "--dp", int))
     return spec, grid
 
 
-def execute(spec, grid: Grid, candidates, args: argparse.Namespace) -> int:
+def execute(spec, grid: Grid, candidates, args: argparse.Namespace,
+            prices: dict[str, float] | None = None) -> int:
     """Search, rank, run the curve of the best, write everything; the exit code."""
     from tqdm import tqdm
 
-    from experiments.plan.pool import PointPool
+    from experiments.plan.fleet_choice import fewest_gpus, target_line
+    from experiments.plan.pool import make_pool
     from experiments.plan.search import curve_points, rank, search_rates
 
     workload = spec.workload.build(1.0, spec.seeds[0], _vocab(spec.model))  # bad flags fail here
     out = Path(args.out)
     quiet = args.no_progress
-    with PointPool(spec, args.jobs) as pool:
+    with make_pool(spec, args.jobs, getattr(args, "backend", "process"),
+                   getattr(args, "ray_address", None)) as pool:
         with tqdm(desc=f"plan: search {len(candidates)} configs", unit="run",
                   disable=quiet) as bar:
             outcomes, runs = search_rates(spec, candidates, pool, bar)
@@ -134,10 +167,25 @@ def execute(spec, grid: Grid, candidates, args: argparse.Namespace) -> int:
             with tqdm(desc="plan: curve of the best", unit="run", disable=quiet) as bar:
                 curve = pool.run(curve_points(best, spec.seeds), bar)
     out.mkdir(parents=True, exist_ok=True)
+    prices = prices or {}
+    target = getattr(args, "target_rate", None)
+    choice = fewest_gpus(ranked, target) if target else None
     config = plan_config(spec, grid, args, workload.config)
-    write_outputs(out, spec, ranked, [*runs, *curve], [*best.at_rate, *curve], config)
+    config["target"] = {"rate": target, "gpu_hour_price": prices,
+                        "choice": choice.candidate.to_dict() if choice else None}
+    write_outputs(out, spec, ranked, [*runs, *curve], [*best.at_rate, *curve], config,
+                  Target(target, choice, prices))
     print_result(spec, best, out)
+    if target:
+        print(target_line(choice, target, prices))
+        return 0 if choice is not None else EXIT_INFEASIBLE
     return 0 if best.feasible else EXIT_INFEASIBLE
+
+
+class Target(NamedTuple):
+    rate: float | None
+    choice: object
+    prices: dict[str, float]
 
 
 def _vocab(model: str) -> int:
@@ -146,22 +194,30 @@ def _vocab(model: str) -> int:
     return load_model(model)[1].vocab_size
 
 
-def write_outputs(out: Path, spec, ranked, results, curve, config: dict) -> None:
+def write_outputs(out: Path, spec, ranked, results, curve, config: dict,
+                  target: Target | None = None) -> None:
     """runs.csv (`results`), sweep.csv, plots (from `curve`, the best's runs around its
-    rate), config.json (`config` and the result) and report.md."""
+    rate, and the Pareto front of every passing run), config.json (`config` and the result)
+    and report.md."""
+    from experiments.plan.pareto import fleet_points, write_pareto
     from experiments.plan.report import render_report, runs_frame, sweep_frame
 
+    target = target or Target(None, None, {})
     best = ranked[0]
     runs_frame(results).to_csv(out / "runs.csv", index=False)
-    sweep_frame(ranked, spec.cost_model).to_csv(out / "sweep.csv", index=False)
+    sweep_frame(ranked, spec.cost_model, target.prices).to_csv(out / "sweep.csv", index=False)
     plots, engine = [], None
     if best.feasible:
         plots, engine = draw(out, spec, best, runs_frame(curve))
+    points = fleet_points(results, ranked, target.prices)
+    if points:
+        plots.append(write_pareto(out, points, bool(target.prices),
+                                  f"{spec.model}: every passing rate of every configuration"))
     config = {**config, "best": best.candidate.to_dict() if best.feasible else None,
               "best_rate": best.rate, "best_engine_config": engine}
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     files = ["runs.csv", "sweep.csv", "config.json"]
-    (out / "report.md").write_text(render_report(spec, ranked, plots, files))
+    (out / "report.md").write_text(render_report(spec, ranked, plots, files, target))
 
 
 def draw(out: Path, spec, best, curve):
@@ -170,6 +226,8 @@ def draw(out: Path, spec, best, curve):
     from experiments.plan.point import Point, simulate_point
 
     run = simulate_point(spec, Point(best.candidate, best.rate, spec.seeds[0], "detail"))
+    if hasattr(run, "replica_result"):  # NOTE: a fleet's time series are its first replica's
+        run = run.replica_result(0)
     title = f"{spec.model}, {best.candidate.label}, chosen rate {format_rate(best.rate)} req/s"
     plots = write_plots(out, curve, run, spec.slo, best.rate, best.saturation, title)
     return plots, run.trace.engine_config.to_dict()

@@ -1,6 +1,7 @@
 """The configurations `batchtwin plan` compares: every combination of hardware, TP degree,
-engine knob values and the run's parallelism and dtypes (`--ep-size`, `--quantization`,
-`--kv-cache-dtype`) given on the command line (comma lists; `auto` / `off` for None).
+engine knob values, the run's parallelism and dtypes (`--ep-size`, `--quantization`,
+`--kv-cache-dtype`) and the replica count (`--dp`: that many engines behind the plan's
+router) given on the command line (comma lists; `auto` / `off` for None).
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ class Candidate:
     ep_size: int = 1
     quantization: str | None = None    # None: the checkpoint's
     kv_cache_dtype: str = "auto"
+    dp: int = 1                        # engine replicas behind the router, tp GPUs each
 
     @property
     def num_gpus(self) -> int:
-        """The experts are placed on the tp GPUs (ep divides tp)."""
-        return self.tp
+        """tp GPUs per replica (the experts are placed on them: ep divides tp)."""
+        return self.tp * self.dp
 
     def engine_args(self) -> dict[str, Any]:
         """EngineConfig fields (chunked_prefill_size None disables chunking)."""
@@ -49,7 +51,8 @@ class Candidate:
         ep = f" ep{self.ep_size}" if self.ep_size > 1 else ""
         quant = "" if self.quantization is None else f" {self.quantization}"
         kv = "" if self.kv_cache_dtype == "auto" else f" kv={self.kv_cache_dtype}"
-        return (f"{self.hardware} tp{self.tp}{ep}{quant}{kv} "
+        dp = f" dp{self.dp}" if self.dp > 1 else ""
+        return (f"{self.hardware} tp{self.tp}{dp}{ep}{quant}{kv} "
                 f"chunk={show(self, 'chunked_prefill_size')} "
                 f"running={show(self, 'max_running_requests')} page={self.page_size} "
                 f"{self.schedule_policy}")
@@ -76,6 +79,7 @@ class Grid:
     ep_size: tuple[int, ...] = (1,)
     quantization: tuple[str | None, ...] = (None,)
     kv_cache_dtype: tuple[str, ...] = ("auto",)
+    dp: tuple[int, ...] = (1,)
 
     def candidates(self) -> list[Candidate]:
         axes = [getattr(self, f.name) for f in dataclasses.fields(self)]
@@ -124,6 +128,8 @@ def check_candidates(model: str, candidates: Sequence[Candidate]) -> None:
         check_precision(hw, shape.weight_dtype, c.quantization)
         check_tp(c.tp, shape)
         check_ep(c.ep_size, c.tp, shape)
+        if c.dp < 1:
+            raise ValueError(f"--dp: replicas must be >= 1, got {c.dp}")
         try:
             EngineConfig(**c.engine_args())
         except ValueError as e:

@@ -70,6 +70,7 @@ class PlanSpec:
     expert_zipf: float = 0.0           # Zipf exponent of expert popularity (0: uniform)
     cost_model: str | None = None      # as `simulate`'s: None (roofline), "kernel", a JSON path
     engine_profile: EngineProfile | None = None   # as `simulate`'s (None: SGLang's)
+    router: str = "round_robin"        # the policy in front of a candidate's dp replicas
 
     def __post_init__(self) -> None:
         if not self.seeds:
@@ -120,10 +121,15 @@ def simulate_point(spec: PlanSpec, point: Point):
         w = dataclasses.replace(w, num_requests=min(w.num_requests, FLOOR_REQUESTS))
     workload = w.build(point.rate, point.seed, shape.vocab_size)
     c = point.candidate
-    return simulate(workload, model=spec.model, hardware=c.hardware, tp=c.tp, seed=point.seed,
-                    slo=spec.slo.per_request(), expert_zipf=spec.expert_zipf,
-                    cost_model=spec.cost_model, engine_profile=spec.engine_profile,
-                    bounds=False, **c.run_args(), **c.engine_args())
+    common = {"model": spec.model, "hardware": c.hardware, "tp": c.tp, "seed": point.seed,
+              "slo": spec.slo.per_request(), "expert_zipf": spec.expert_zipf,
+              "cost_model": spec.cost_model, "engine_profile": spec.engine_profile,
+              "bounds": False, **c.run_args(), **c.engine_args()}
+    if c.dp > 1:
+        from sim.simulate_fleet import simulate_fleet
+
+        return simulate_fleet(workload, replicas=c.dp, router=spec.router, **common)
+    return simulate(workload, **common)
 
 
 def run_point(spec: PlanSpec, point: Point) -> PointResult:
@@ -149,7 +155,9 @@ def point_metrics(result, slo: SLOTargets, rate: float) -> dict[str, float]:
     metrics["attainment"] = attainment
     metrics["goodput"] = rate * attainment if math.isfinite(rate) else math.nan
     metrics["saturation"] = saturation(result)
-    metrics.update(load_stats(result))
+    # NOTE: a fleet's load numbers are its first replica's (the router spreads them alike)
+    metrics.update(load_stats(result.replica_result(0) if hasattr(result, "replica_result")
+                              else result))
     return metrics
 
 

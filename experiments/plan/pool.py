@@ -1,4 +1,5 @@
-"""Runs a plan's points on every local core (a process pool), or serially with `jobs=1`."""
+"""Runs a plan's points on every local core (a process pool), or serially with `jobs=1`;
+`make_pool` picks this or the Ray backend (`experiments.plan.ray_pool`)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,19 @@ class PointPool:
     def _tick(bar: tqdm, result: PointResult) -> PointResult:
         bar.update(1)
         return result
+
+
+BACKENDS = ("process", "ray")
+
+
+def make_pool(spec: PlanSpec, jobs: int, backend: str = "process", address: str | None = None):
+    """The pool of a backend ("process": this machine's cores; "ray": a Ray cluster)."""
+    if backend == "process":
+        if address:
+            raise ValueError("--ray-address needs --backend ray")
+        return PointPool(spec, jobs)
+    if backend == "ray":
+        from experiments.plan.ray_pool import RayPool
+
+        return RayPool(spec, jobs, address)
+    raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")

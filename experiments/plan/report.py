@@ -29,10 +29,15 @@ LOAD_ROWS = (("kv_used_peak", "KV slots in use, peak (with prefix cache)", "pct"
 
 
 def render_report(spec: PlanSpec, ranked: Sequence[Outcome], plots: Sequence[str],
-                  files: Sequence[str]) -> str:
+                  files: Sequence[str], target: Any = None) -> str:
+    """`target`: (rate, choice, prices) of --target-rate, or None."""
+    from experiments.plan.fleet_choice import target_section
+
     best = ranked[0]
-    parts = [_title(spec, len(ranked)), recommendation(spec, best), headroom(spec, best),
-             limits(best), sweep(ranked)]
+    parts = [_title(spec, len(ranked)), recommendation(spec, best)]
+    if target is not None and target.rate:
+        parts.append(target_section(target.choice, target.rate, target.prices))
+    parts += [headroom(spec, best), limits(best), sweep(ranked)]
     if plots:
         parts.append("## Plots\n\n" + "\n\n".join(f"![{p}]({p})" for p in plots))
     parts.append("## Files\n\n" + "\n".join(f"- `{f}`" for f in files))
@@ -87,7 +92,8 @@ def engine_flags(profile) -> str:
 
 def simulate_command(spec: PlanSpec, c: Candidate, rate: float) -> str:
     w, knobs, slo = spec.workload, c.engine_args(), spec.slo.per_request()
-    lines = [f"batchtwin simulate --model {spec.model} --hardware {c.hardware} --tp {c.tp}",
+    dp = f" --dp {c.dp} --router {spec.router}" if c.dp > 1 else ""
+    lines = [f"batchtwin simulate --model {spec.model} --hardware {c.hardware} --tp {c.tp}{dp}",
              f"--cost-model {spec.cost_model}" if spec.cost_model else "",
              engine_flags(spec.engine_profile), run_flags(spec, c),
              f"--workload {w.workload} --num-requests {w.num_requests} --rate {rate:.10g} "
@@ -157,13 +163,14 @@ def limits(best: Outcome) -> str:
 
 
 def sweep(ranked: Sequence[Outcome]) -> str:
-    header = ["rank", "hardware", "tp", *RUN_AXES, *KNOBS, "max rate (req/s)", "goodput/GPU (req/s)",
-              "saturation (req/s)", "limit"]
+    header = ["rank", "hardware", "tp", "dp", "GPUs", *RUN_AXES, *KNOBS, "max rate (req/s)",
+              "goodput/GPU (req/s)", "saturation (req/s)", "limit"]
     rows = []
     for i, o in enumerate(ranked, 1):
         c = o.candidate
         rate = "-" if o.rate is None else format_rate(o.rate) + (" (cap)" if o.capped else "")
-        rows.append([str(i) if o.feasible else "-", c.hardware, str(c.tp),
+        rows.append([str(i) if o.feasible else "-", c.hardware, str(c.tp), str(c.dp),
+                     str(c.num_gpus),
                      *(show(c, k) for k in (*RUN_AXES, *KNOBS)), rate, format_rate(o.goodput_per_gpu),
                      format_rate(o.saturation), o.limit.kind])
     return "## Sweep\n\n" + table(header, rows)
@@ -187,14 +194,19 @@ def runs_frame(results: Sequence[PointResult]) -> Any:
     return integer_knobs(pd.DataFrame([r.row() for r in results]))
 
 
-def sweep_frame(ranked: Sequence[Outcome], cost_model: str | None = None) -> Any:
+def sweep_frame(ranked: Sequence[Outcome], cost_model: str | None = None,
+                prices: dict[str, float] | None = None) -> Any:
     """One row per configuration, best first; `rate_low`/`rate_high` bound `max_rate` by the
-    cost model's measured error (`sim.model_error`; empty when it has none)."""
+    cost model's measured error (`sim.model_error`; empty when it has none); `num_gpus` and
+    `cost_per_mtok` ($ per million output tokens at max_rate; NaN without prices)."""
     import pandas as pd
+
+    from experiments.plan.fleet_choice import cost_per_mtok
 
     error = error_band(cost_model)
     return integer_knobs(pd.DataFrame([
-        {**o.candidate.to_dict(), "feasible": o.feasible, "max_rate": o.rate,
+        {**o.candidate.to_dict(), "num_gpus": o.candidate.num_gpus, "feasible": o.feasible,
+         "max_rate": o.rate, "cost_per_mtok": cost_per_mtok(o, o.rate, prices or {}),
          **band_columns(error, o.rate),
          "capped_at_saturation": o.capped, "goodput": o.goodput,
          "goodput_per_gpu": o.goodput_per_gpu, "saturation": o.saturation,

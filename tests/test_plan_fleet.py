@@ -1,0 +1,84 @@
+"""`batchtwin plan` over fleet layouts: --dp replicas, --target-rate's fewest GPUs and their
+cost, the Pareto plot, and the Ray backend giving the process pool's sweep."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from experiments.cli import main
+
+SMALL = ["plan", "--model", "smollm2-135m", "--workload", "synthetic", "--prompt-len", "64",
+         "--output-len", "16", "--num-requests", "40", "--seeds", "1", "--rate-tolerance", "0.2",
+         "--chunked-prefill-size", "512", "--max-running-requests", "auto", "--jobs", "1",
+         "--slo", "ttft_p90=50ms,tpot_p90=2ms", "--no-progress"]
+
+
+def _plan(tmp_path, name: str, *extra: str) -> tuple[int, pd.DataFrame]:
+    out = tmp_path / name
+    code = main([*SMALL, "--out", str(out), *extra])
+    return code, pd.read_csv(out / "sweep.csv")
+
+
+def test_target_rate_takes_the_fewest_gpus_that_serve_it_and_prices_a_million_tokens(
+        tmp_path, capsys):
+    """A target above one replica's max rate needs two; the cost is GPUs x price / (rate x
+    output tokens per request x 3600 / 1e6), by hand from the chosen layout's runs."""
+    _, one = _plan(tmp_path, "one", "--dp", "1")
+    target = 1.3 * float(one["max_rate"].iloc[0])
+    capsys.readouterr()
+    code, sweep = _plan(tmp_path, "fleet", "--dp", "1,2,4", "--target-rate", f"{target:.6g}",
+                        "--gpu-hour-price", "2.5")
+    printed = capsys.readouterr().out
+    assert code == 0
+    serving = sweep[sweep["feasible"] & (sweep["max_rate"] >= float(f"{target:.6g}"))]
+    fewest = int(serving["num_gpus"].min())
+    assert fewest == 2 and f"on {fewest} GPUs" in printed
+    runs = pd.read_csv(tmp_path / "fleet" / "runs.csv")
+    chosen = serving[serving["num_gpus"] == fewest].iloc[0]
+    at = runs[(runs["dp"] == 2) & (runs["rate"] == chosen["max_rate"])]
+    per_request = (at["output_throughput"] / at["request_throughput"]).mean()
+    cost = 2 * 2.5 / (float(f"{target:.6g}") * per_request * 3600 / 1e6)
+    assert f"${cost:.3f} per million output tokens" in printed
+    report = (tmp_path / "fleet" / "report.md").read_text()
+    assert "\n## Target rate\n" in report and "](pareto.png)" in report
+    assert (tmp_path / "fleet" / "pareto.png").stat().st_size > 0
+    assert sweep.loc[sweep["dp"] == 4, "num_gpus"].eq(4).all()
+
+
+def test_a_target_no_layout_serves_exits_3_and_says_so(tmp_path, capsys):
+    code, _ = _plan(tmp_path, "far", "--dp", "1", "--target-rate", "1e6")
+    assert code == 3
+    assert "no configuration serves it" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (["--gpu-hour-price", "h100=abc"], "is not a number"),
+    (["--gpu-hour-price", "h200=2"], "no price for h100"),
+    (["--target-rate", "0"], "--target-rate must be > 0"),
+    (["--router", "nearest"], "unknown policy 'nearest'"),
+    (["--dp", "0"], "replicas must be >= 1"),
+    (["--ray-address", "ray://x:1"], "--ray-address needs --backend ray"),
+])
+def test_bad_fleet_flags_are_one_line_on_stderr(args, match, tmp_path, capsys):
+    assert main([*SMALL, "--out", str(tmp_path / "bad"), *args]) == 1
+    err = capsys.readouterr().err.strip()
+    assert match in err and "\n" not in err
+
+
+def test_the_ray_backend_gives_the_process_pools_sweep(tmp_path):
+    """A local Ray cluster runs the same points: sweep.csv and runs.csv are identical."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    except Exception as e:  # NOTE: any failure to start is the machine's, not the backend's
+        pytest.skip(f"Ray cannot start on this machine: {e}")
+    ray.shutdown()
+    _, process = _plan(tmp_path, "process", "--dp", "1,2", "--jobs", "2")
+    _, on_ray = _plan(tmp_path, "ray", "--dp", "1,2", "--jobs", "2", "--backend", "ray")
+    pd.testing.assert_frame_equal(process, on_ray)
+    runs = [pd.read_csv(tmp_path / n / "runs.csv") for n in ("process", "ray")]
+    pd.testing.assert_frame_equal(*runs)
+    assert not math.isnan(process["max_rate"].iloc[0])
