@@ -36,8 +36,9 @@ from experiments.simulate_fleet_cmd import (
 )
 
 HELP = "simulate serving a workload on a model and hardware (SimPy + cost model, no GPU)"
-WORKLOADS = ("sharegpt", "synthetic", "shared-prefix")
-DEFAULT_LENGTHS = {"sharegpt": (200, 200), "synthetic": (512, 128), "shared-prefix": (128, 256)}
+WORKLOADS = ("sharegpt", "synthetic", "shared-prefix", "multi-tenant")
+DEFAULT_LENGTHS = {"sharegpt": (200, 200), "synthetic": (512, 128), "shared-prefix": (128, 256),
+                   "multi-tenant": (128, 256)}
 LATENCY_ROWS = ("ttft", "tpot", "itl", "e2e")
 OUTPUT_FILES = ("requests.parquet", "requests.csv", "steps.parquet", "steps.csv", "config.json",
                 "summary.json", "trace.jsonl")
@@ -67,7 +68,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     w.add_argument("--output-len", type=positive_int, default=None,
                    help="output tokens (sharegpt: median 200; synthetic 128; shared-prefix 256)")
     w.add_argument("--num-groups", type=positive_int, default=8,
-                   help="shared-prefix: prompt groups")
+                   help="shared-prefix: prompt groups; multi-tenant: tenants")
+    w.add_argument("--tenant-zipf", type=non_negative_float, default=1.0, metavar="S",
+                   help="multi-tenant: Zipf exponent of tenant popularity (0: even)")
     w.add_argument("--system-prompt-len", type=non_negative_int, default=2048,
                    help="shared-prefix: system prompt tokens")
     w.add_argument("--seed", type=seed, default=0, help="workload and token-source seed")
@@ -215,6 +218,10 @@ def make_workload(args: argparse.Namespace, vocab_size: int):
                                       output_median=output, **common)
     if args.workload == "synthetic":
         return Workload.synthetic(args.num_requests, prompt, output, **common)
+    if args.workload == "multi-tenant":
+        return Workload.multi_tenant(args.num_requests, args.num_groups, args.system_prompt_len,
+                                     prompt, output, zipf=getattr(args, "tenant_zipf", 1.0),
+                                     **common)
     if not 1 <= args.num_groups <= args.num_requests:
         raise ValueError(f"--num-groups must be in [1, --num-requests], got {args.num_groups}")
     return Workload.generated_shared_prefix(

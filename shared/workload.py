@@ -208,6 +208,13 @@ class Workload:
         return cls(tuple(reqs), name, config)
 
     @classmethod
+    def multi_tenant(cls, *args: Any, **kwargs: Any) -> Workload:
+        """Shared-prefix traffic from tenants of Zipf popularity (`shared.tenant_workload`)."""
+        from shared.tenant_workload import multi_tenant
+
+        return multi_tenant(*args, **kwargs)
+
+    @classmethod
     def multi_turn(cls, num_conversations: int, turns: int, *, vocab_size: int,
                    user_len: int | LengthDist = 64, output_len: int | LengthDist = 128,
                    think_time: float = 1.0, seed: int = 0, rate: float = math.inf,

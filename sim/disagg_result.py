@@ -26,6 +26,7 @@ from shared.run_result import (
     REQUEST_COLUMNS,
     SLO,
     STEP_FIELDS_READ,
+    RunResult,
     inter_token_latencies,
     latency_stats,
     steps_frame,
@@ -44,6 +45,15 @@ class DisaggResult:
     steps: Any
     summary: dict[str, float]
     slo: SLO | None = None
+    done: np.ndarray | None = None   # [len(requests)] bool: the rows the summary counts
+
+    @property
+    def completed_requests(self) -> Any:
+        return self.requests[self.done]
+
+    def replica_result(self, instance: int) -> RunResult:
+        """Decode instance `instance`'s run as a RunResult of its own trace."""
+        return RunResult.from_trace(self.run.decode_traces[instance], self.slo)
 
     @classmethod
     def from_run(cls, run: DisaggRun, slo: SLO | None = None) -> DisaggResult:
@@ -60,7 +70,8 @@ class DisaggResult:
                                            for t in (*run.prefill_traces, *run.decode_traces)
                                            for r in t.requests.values()),
                        cache_hit_tokens=int(requests["cached_tokens"].sum()))
-        return cls(run, requests.drop(columns="second_token_time"), _steps(run), summary, slo)
+        return cls(run, requests.drop(columns="second_token_time"), _steps(run), summary, slo,
+                   done)
 
 
 def _requests(run: DisaggRun) -> tuple[Any, np.ndarray]:

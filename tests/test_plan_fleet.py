@@ -82,3 +82,18 @@ def test_the_ray_backend_gives_the_process_pools_sweep(tmp_path):
     runs = [pd.read_csv(tmp_path / n / "runs.csv") for n in ("process", "ray")]
     pd.testing.assert_frame_equal(*runs)
     assert not math.isnan(process["max_rate"].iloc[0])
+
+
+def test_plan_sweeps_prefill_decode_ratios(tmp_path):
+    """--disaggregate off,1P1D,1P2D: one row per layout, GPUs = (x + y) x tp, and a P:D layout
+    reproduces with `simulate --disaggregate`."""
+    code, sweep = _plan(tmp_path, "pd", "--disaggregate", "off,1P1D,1P2D")
+    assert code == 0
+    gpus = dict(zip(sweep["disaggregate"].fillna("off"), sweep["num_gpus"], strict=True))
+    assert gpus == {"off": 1, "1P1D": 2, "1P2D": 3}
+    assert sweep["feasible"].all()
+
+
+def test_a_disaggregated_layout_with_replicas_is_refused(tmp_path, capsys):
+    assert main([*SMALL, "--out", str(tmp_path / "x"), "--disaggregate", "1P1D", "--dp", "2"]) == 1
+    assert "takes --dp 1" in capsys.readouterr().err

@@ -51,6 +51,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     m.add_argument("--dp", default="1", help="engine replicas behind --router, --tp GPUs each")
     m.add_argument("--router", default="round_robin", help="the policy in front of the replicas "
                    "(round_robin, random, least_load, power_of_two, cache_aware)")
+    m.add_argument("--disaggregate", default="off", help="prefill/decode layouts xPyD to sweep "
+                   "(e.g. 1P1D,1P2D,2P1D; off: co-located), --tp GPUs per instance")
     m.add_argument("--quantization", default="auto",
                    help="weight formats: fp8, int4-weight-only, none, auto (the checkpoint's)")
     m.add_argument("--kv-cache-dtype", default="auto",
@@ -139,7 +141,8 @@ def build_plan(args: argparse.Namespace):
                 parse_list(args.ep_size, "--ep-size", int),
                 parse_list(args.quantization, "--quantization", str, "auto"),
                 parse_list(args.kv_cache_dtype, "--kv-cache-dtype", str),
-                parse_list(args.dp, "--dp", int))
+                parse_list(args.dp, "--dp", int),
+                parse_list(args.disaggregate, "--disaggregate", str, "off"))
     return spec, grid
 
 

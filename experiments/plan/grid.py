@@ -1,7 +1,8 @@
 """The configurations `batchtwin plan` compares: every combination of hardware, TP degree,
 engine knob values, the run's parallelism and dtypes (`--ep-size`, `--quantization`,
-`--kv-cache-dtype`) and the replica count (`--dp`: that many engines behind the plan's
-router) given on the command line (comma lists; `auto` / `off` for None).
+`--kv-cache-dtype`), the replica count (`--dp`: that many engines behind the plan's
+router) and prefill/decode layouts (`--disaggregate 1P2D,2P1D,off`) given on the command
+line (comma lists; `auto` / `off` for None).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 KNOBS = ("chunked_prefill_size", "max_running_requests", "page_size", "schedule_policy")
 RUN_AXES = ("ep_size", "quantization", "kv_cache_dtype")
 NONE_WORDS = {"chunked_prefill_size": "off", "max_running_requests": "auto",
-              "quantization": "auto"}
+              "quantization": "auto", "disaggregate": "off"}
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,15 @@ class Candidate:
     quantization: str | None = None    # None: the checkpoint's
     kv_cache_dtype: str = "auto"
     dp: int = 1                        # engine replicas behind the router, tp GPUs each
+    disaggregate: str | None = None    # "xPyD": x prefill and y decode instances of tp GPUs
 
     @property
     def num_gpus(self) -> int:
-        """tp GPUs per replica (the experts are placed on them: ep divides tp)."""
+        """tp GPUs per replica or instance (the experts are placed on them: ep divides tp)."""
+        if self.disaggregate is not None:
+            from sim.simulate_disaggregated import parse_layout
+
+            return self.tp * sum(parse_layout(self.disaggregate))
         return self.tp * self.dp
 
     def engine_args(self) -> dict[str, Any]:
@@ -52,6 +58,7 @@ class Candidate:
         quant = "" if self.quantization is None else f" {self.quantization}"
         kv = "" if self.kv_cache_dtype == "auto" else f" kv={self.kv_cache_dtype}"
         dp = f" dp{self.dp}" if self.dp > 1 else ""
+        dp += f" {self.disaggregate}" if self.disaggregate else ""
         return (f"{self.hardware} tp{self.tp}{dp}{ep}{quant}{kv} "
                 f"chunk={show(self, 'chunked_prefill_size')} "
                 f"running={show(self, 'max_running_requests')} page={self.page_size} "
@@ -80,6 +87,7 @@ class Grid:
     quantization: tuple[str | None, ...] = (None,)
     kv_cache_dtype: tuple[str, ...] = ("auto",)
     dp: tuple[int, ...] = (1,)
+    disaggregate: tuple[str | None, ...] = (None,)
 
     def candidates(self) -> list[Candidate]:
         axes = [getattr(self, f.name) for f in dataclasses.fields(self)]
@@ -130,6 +138,13 @@ def check_candidates(model: str, candidates: Sequence[Candidate]) -> None:
         check_ep(c.ep_size, c.tp, shape)
         if c.dp < 1:
             raise ValueError(f"--dp: replicas must be >= 1, got {c.dp}")
+        if c.disaggregate is not None:
+            from sim.simulate_disaggregated import parse_layout
+
+            parse_layout(c.disaggregate)
+            if c.dp > 1:
+                raise ValueError(f"{c.label}: --disaggregate sets the instance counts; a "
+                                 f"disaggregated layout takes --dp 1")
         try:
             EngineConfig(**c.engine_args())
         except ValueError as e:

@@ -125,6 +125,13 @@ def simulate_point(spec: PlanSpec, point: Point):
               "slo": spec.slo.per_request(), "expert_zipf": spec.expert_zipf,
               "cost_model": spec.cost_model, "engine_profile": spec.engine_profile,
               "bounds": False, **c.run_args(), **c.engine_args()}
+    if c.disaggregate is not None:
+        from sim.simulate_disaggregated import parse_layout, simulate_disaggregated
+
+        prefill, decode = parse_layout(c.disaggregate)
+        common.pop("bounds")
+        return simulate_disaggregated(workload, prefill=prefill, decode=decode,
+                                      prefill_router=spec.router, **common)
     if c.dp > 1:
         from sim.simulate_fleet import simulate_fleet
 
@@ -155,7 +162,8 @@ def point_metrics(result, slo: SLOTargets, rate: float) -> dict[str, float]:
     metrics["attainment"] = attainment
     metrics["goodput"] = rate * attainment if math.isfinite(rate) else math.nan
     metrics["saturation"] = saturation(result)
-    # NOTE: a fleet's load numbers are its first replica's (the router spreads them alike)
+    # NOTE: a fleet's load numbers are its first replica's (the router spreads them alike),
+    # a disaggregated run's its first decode instance's
     metrics.update(load_stats(result.replica_result(0) if hasattr(result, "replica_result")
                               else result))
     return metrics

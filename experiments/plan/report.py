@@ -93,6 +93,7 @@ def engine_flags(profile) -> str:
 def simulate_command(spec: PlanSpec, c: Candidate, rate: float) -> str:
     w, knobs, slo = spec.workload, c.engine_args(), spec.slo.per_request()
     dp = f" --dp {c.dp} --router {spec.router}" if c.dp > 1 else ""
+    dp += f" --disaggregate {c.disaggregate} --router {spec.router}" if c.disaggregate else ""
     lines = [f"batchtwin simulate --model {spec.model} --hardware {c.hardware} --tp {c.tp}{dp}",
              f"--cost-model {spec.cost_model}" if spec.cost_model else "",
              engine_flags(spec.engine_profile), run_flags(spec, c),
