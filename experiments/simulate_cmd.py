@@ -20,12 +20,11 @@ import argparse
 import dataclasses
 import importlib.util
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
-from experiments.arg_types import non_negative_float, non_negative_int, positive_int, seed
+from experiments.arg_types import non_negative_float, non_negative_int, positive_int
 from experiments.cli_errors import UsageError
 from experiments.output_paths import check_output_folder, remove_stale
 from experiments.simulate_fleet_cmd import (
@@ -34,11 +33,9 @@ from experiments.simulate_fleet_cmd import (
     run_disaggregated,
     run_fleet,
 )
+from experiments.workload_flags import make_workload, workload_arguments
 
 HELP = "simulate serving a workload on a model and hardware (SimPy + cost model, no GPU)"
-WORKLOADS = ("sharegpt", "synthetic", "shared-prefix", "multi-tenant")
-DEFAULT_LENGTHS = {"sharegpt": (200, 200), "synthetic": (512, 128), "shared-prefix": (128, 256),
-                   "multi-tenant": (128, 256)}
 LATENCY_ROWS = ("ttft", "tpot", "itl", "e2e")
 OUTPUT_FILES = ("requests.parquet", "requests.csv", "steps.parquet", "steps.csv", "config.json",
                 "summary.json", "trace.jsonl")
@@ -55,25 +52,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "alpha-beta, CPU time), or a calibrated cost model file")
     engine_profile_arguments(m)
     fleet_arguments(m)
-    w = p.add_argument_group("workload")
-    w.add_argument("--workload", choices=WORKLOADS, default="sharegpt")
-    w.add_argument("--workload-file", default=None, metavar="JSONL",
-                   help="a saved batchtwin workload (overrides --workload)")
-    w.add_argument("--num-requests", type=int, default=100)
-    w.add_argument("--rate", type=float, default=math.inf, help="requests/s (inf: all at t=0)")
-    w.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1: Poisson)")
-    w.add_argument("--prompt-len", type=positive_int, default=None,
-                   help="prompt tokens (sharegpt: median 200; synthetic: 512; "
-                        "shared-prefix: question length 128)")
-    w.add_argument("--output-len", type=positive_int, default=None,
-                   help="output tokens (sharegpt: median 200; synthetic 128; shared-prefix 256)")
-    w.add_argument("--num-groups", type=positive_int, default=8,
-                   help="shared-prefix: prompt groups; multi-tenant: tenants")
-    w.add_argument("--tenant-zipf", type=non_negative_float, default=1.0, metavar="S",
-                   help="multi-tenant: Zipf exponent of tenant popularity (0: even)")
-    w.add_argument("--system-prompt-len", type=non_negative_int, default=2048,
-                   help="shared-prefix: system prompt tokens")
-    w.add_argument("--seed", type=seed, default=0, help="workload and token-source seed")
+    workload_arguments(p.add_argument_group("workload"))
     _engine_arguments(p.add_argument_group("engine (EngineConfig fields)"))
     o = p.add_argument_group("output")
     o.add_argument("--out", default=None, metavar="DIR",
@@ -200,40 +179,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         write_outputs(Path(args.out), config, result, args.save_trace)
     return 0
-
-
-def make_workload(args: argparse.Namespace, vocab_size: int):
-    """The workload the flags describe (a file, or a seeded generator)."""
-    from shared.workload import Workload
-
-    if args.workload_file:
-        return read_workload(args.workload_file)
-    prompt, output = DEFAULT_LENGTHS[args.workload]
-    prompt = args.prompt_len if args.prompt_len is not None else prompt
-    output = args.output_len if args.output_len is not None else output
-    common = {"vocab_size": vocab_size, "seed": args.seed, "rate": args.rate,
-              "burstiness": args.burstiness}
-    if args.workload == "sharegpt":
-        return Workload.sharegpt_like(args.num_requests, prompt_median=prompt,
-                                      output_median=output, **common)
-    if args.workload == "synthetic":
-        return Workload.synthetic(args.num_requests, prompt, output, **common)
-    if args.workload == "multi-tenant":
-        return Workload.multi_tenant(args.num_requests, args.num_groups, args.system_prompt_len,
-                                     prompt, output, zipf=getattr(args, "tenant_zipf", 1.0),
-                                     **common)
-    if not 1 <= args.num_groups <= args.num_requests:
-        raise ValueError(f"--num-groups must be in [1, --num-requests], got {args.num_groups}")
-    return Workload.generated_shared_prefix(
-        args.num_groups, args.num_requests // args.num_groups, args.system_prompt_len, prompt,
-        output, **common)
-
-
-def read_workload(path: str):
-    """The saved workload at `path`; ValueError naming the file (and line) when it is not one."""
-    from shared.workload import Workload
-
-    return Workload.from_jsonl(path)
 
 
 def engine_args(args: argparse.Namespace) -> dict[str, Any]:

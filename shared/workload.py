@@ -82,26 +82,34 @@ class WorkloadRequest:
 
 @dataclass(frozen=True)
 class Workload:
-    """Requests sorted by arrival time (stable: ties keep the given order), unique rids."""
+    """Requests sorted by arrival time (stable: ties keep the given order), unique rids, and
+    the follow-up turns sent only after a reply (`shared.session_workload.FollowUp`: each
+    answers a request or an earlier follow-up). `len` counts both."""
 
     requests: tuple[WorkloadRequest, ...]
     name: str = "workload"
     config: dict[str, Any] = field(default_factory=dict)
+    followups: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         # NOTE: normalisation at construction only (sorted requests, JSON-shaped config).
         reqs = tuple(sorted(self.requests, key=lambda r: r.arrival_time))
         seen: set[str] = set()
-        for r in reqs:
-            if r.rid in seen:
-                raise ValueError(f"workload {self.name!r}: duplicate rid {r.rid!r} "
+        for rid in [r.rid for r in reqs] + [f.rid for f in self.followups]:
+            if rid in seen:
+                raise ValueError(f"workload {self.name!r}: duplicate rid {rid!r} "
                                  f"(request ids must be unique)")
-            seen.add(r.rid)
+            seen.add(rid)
+        for f in self.followups:
+            if f.after not in seen or f.after == f.rid:
+                raise ValueError(f"workload {self.name!r}: follow-up {f.rid!r} answers "
+                                 f"{f.after!r}, which is not another request of the workload")
         object.__setattr__(self, "requests", reqs)
+        object.__setattr__(self, "followups", tuple(self.followups))
         object.__setattr__(self, "config", json.loads(json.dumps(self.config)))
 
     def __len__(self) -> int:
-        return len(self.requests)
+        return len(self.requests) + len(self.followups)
 
     def __iter__(self) -> Iterator[WorkloadRequest]:
         return iter(self.requests)
@@ -116,6 +124,8 @@ class Workload:
             f.write(json.dumps(header) + "\n")
             for r in self.requests:
                 f.write(json.dumps(r.to_dict()) + "\n")
+            for u in self.followups:
+                f.write(json.dumps(u.to_dict()) + "\n")
 
     @classmethod
     def from_jsonl(cls, path: str | Path) -> Workload:
@@ -127,13 +137,15 @@ class Workload:
                 raise ValueError(f"{path}: not a {WORKLOAD_FORMAT} v{WORKLOAD_VERSION} file "
                                  f"(header format={header.get('format')!r}, "
                                  f"version={header.get('version')!r})")
-            reqs = [_parse_line(path, n, ln, WorkloadRequest.from_dict)
-                    for n, ln in enumerate(f, start=2) if ln.strip()]
+            lines = [_parse_line(path, n, ln, _request_or_followup)
+                     for n, ln in enumerate(f, start=2) if ln.strip()]
         missing = [key for key in ("name", "config") if key not in header]
         if missing:
             raise ValueError(f"workload file {path} line 1 is not a batchtwin workload header "
                              f"(missing field {missing[0]!r})")
-        return cls(tuple(reqs), header["name"], header["config"])
+        reqs = tuple(x for x in lines if isinstance(x, WorkloadRequest))
+        later = tuple(x for x in lines if not isinstance(x, WorkloadRequest))
+        return cls(reqs, header["name"], header["config"], later)
 
     @classmethod
     def synthetic(cls, num_requests: int, prompt_len: int | LengthDist,
@@ -206,6 +218,13 @@ class Workload:
                          system_prompt_len=sys_dist.to_dict(), question_len=q_dist.to_dict(),
                          output_len=o_dist.to_dict())
         return cls(tuple(reqs), name, config)
+
+    @classmethod
+    def sessions(cls, *args: Any, **kwargs: Any) -> Workload:
+        """Closed-loop conversations (`shared.session_workload`)."""
+        from shared.session_workload import sessions
+
+        return sessions(*args, **kwargs)
 
     @classmethod
     def multi_tenant(cls, *args: Any, **kwargs: Any) -> Workload:
@@ -314,6 +333,15 @@ def _config(generator: str, seed: int, vocab_size: int, rate: float, burstiness:
     return {"generator": generator, "seed": seed, "vocab_size": vocab_size,
             "rate": float(rate), "burstiness": float(burstiness), **params,
             "sampling_params": template.to_dict() if template is not None else None}
+
+
+def _request_or_followup(d: dict) -> Any:
+    """A request line, or a follow-up turn's (it names the turn it answers: `after`)."""
+    if "after" in d:
+        from shared.session_workload import FollowUp
+
+        return FollowUp.from_dict(d)
+    return WorkloadRequest.from_dict(d)
 
 
 def _parse_line(path: str | Path, number: int, line: str, build: Callable[[dict], Any]) -> Any:

@@ -63,6 +63,9 @@ def drive_disaggregated(prefill: Sequence[Replica], decode: Sequence[Replica],
         raise ValueError(f"disaggregation needs >= 1 prefill and >= 1 decode instance and one "
                          f"link per prefill instance, got {len(prefill)}, {len(decode)}, "
                          f"{len(links)}")
+    if workload.followups:
+        raise ValueError("follow-up turns (Workload.sessions) are not run under "
+                         "disaggregation yet: run them co-located (simulate, simulate_fleet)")
     for r in (*prefill, *decode):
         check_workload(r.scheduler, workload)
     env = simpy.Environment()

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from shared.schedule_batch import ScheduleBatch
     from shared.scheduler import Scheduler
     from shared.trace import Trace
-    from shared.workload import Workload, WorkloadRequest
+    from shared.workload import Workload
 
 FinishedHook = Callable[["ScheduleBatch", np.ndarray], dict[str, FinishReason]]
 PROGRESS_DELAY_S = 2.0
@@ -78,14 +78,17 @@ def drive_workload(scheduler: Scheduler, runner: ModelRunner, workload: Workload
     env = simpy.Environment()
     with cyclic_gc_paused(), tqdm(total=len(workload), desc="simulate", unit="req",
                                   delay=PROGRESS_DELAY_S, disable=not progress) as bar:
-        loop = EngineLoop(env, scheduler, runner, WorkloadArrivals(workload.requests), clock,
-                          finished_hook, bar)
+        source = WorkloadArrivals(workload.requests, workload.followups)
+        loop = EngineLoop(env, scheduler, runner, source, clock, finished_hook, bar)
+        if workload.followups:
+            loop.on_finished = lambda done: source.finished(done, scheduler.trace.requests,
+                                                            scheduler.check_request)
         loop.decode_runs = decode_runs and supports_decode_runs(runner, clock, finished_hook)
         arrivals = loop.arrivals()
         env.process(arrivals)
         env.run(until=env.process(loop.engine()))
         arrivals.close()  # NOTE: its frame, waiting for the next idle, holds the loop in a cycle
-    check_all_finished(workload.requests, [scheduler.trace])
+    check_all_finished(workload, [scheduler.trace])
     return scheduler.trace
 
 
@@ -281,11 +284,13 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def check_all_finished(requests: Sequence[WorkloadRequest], traces: Sequence[Trace]) -> None:
-    """RuntimeError naming requests that no trace records as finished."""
+def check_all_finished(workload: Workload, traces: Sequence[Trace]) -> None:
+    """RuntimeError naming requests that no trace records as finished (a follow-up turn
+    counts once sent: its conversation may have ended before it)."""
     records = {rid: rec for t in traces for rid, rec in t.requests.items()}
-    left = [r.rid for r in requests
-            if r.rid not in records or records[r.rid].finish_reason is None]
+    sent = [r.rid for r in workload.requests] + [f.rid for f in workload.followups
+                                                 if f.rid in records]
+    left = [rid for rid in sent if rid not in records or records[rid].finish_reason is None]
     if left:
         raise RuntimeError(f"{len(left)} request(s) never finished: {left[:5]}")
 

@@ -75,23 +75,27 @@ def drive_fleet(replicas: Sequence[Replica], workload: Workload, router: Router,
         check_workload(r.scheduler, workload)
     with cyclic_gc_paused(), tqdm(total=len(workload), desc="simulate", unit="req",
                                   delay=PROGRESS_DELAY_S, disable=not progress) as bar:
-        if router.reads_load:
+        if router.reads_load or workload.followups:
             replica_of = _routed_at_arrival(replicas, workload, router, bar, decode_runs)
         else:
             replica_of = _routed_up_front(replicas, workload, router, bar, decode_runs)
     traces = [r.scheduler.trace for r in replicas]
-    check_all_finished(workload.requests, traces)
+    check_all_finished(workload, traces)
     return FleetRun(traces, replica_of)
 
 
 def _routed_at_arrival(replicas: Sequence[Replica], workload: Workload, router: Router,
                        bar: tqdm, decode_runs: bool) -> dict[str, int]:
-    """A router that reads the loads decides at each arrival (the fleet's process), all
-    replicas in one environment."""
+    """A router that reads the loads, or a workload whose follow-ups wait for replies,
+    decides at each arrival (the fleet's process), all replicas in one environment."""
     env = simpy.Environment()
-    fleet = FleetArrivals(env, workload.requests, router, [r.scheduler for r in replicas])
+    fleet = FleetArrivals(env, workload.requests, router, [r.scheduler for r in replicas],
+                          workload.followups)
     fleet.loops = [make_loop(env, r, fleet.inboxes[i], bar, decode_runs and len(replicas) == 1)
                    for i, r in enumerate(replicas)]
+    if workload.followups:
+        for loop, r in zip(fleet.loops, replicas, strict=True):
+            loop.on_finished = fleet.replies_from(r.scheduler)
     env.process(fleet.arrivals())
     env.run(until=env.all_of([env.process(loop.engine()) for loop in fleet.loops]))
     return fleet.replica_of
@@ -164,12 +168,12 @@ class FleetArrivals:
     router sees (`num_replicas`, `load(i)`)."""
 
     def __init__(self, env: simpy.Environment, requests: Sequence[WorkloadRequest],
-                 router: Router, schedulers: Sequence[Scheduler]) -> None:
-        self.env, self.requests, self.router = env, requests, router
+                 router: Router, schedulers: Sequence[Scheduler], followups=()) -> None:
+        self.env, self.router = env, router
+        self.queue = WorkloadArrivals(requests, followups)
         self.schedulers = schedulers
         self.inboxes = [Inbox(self) for _ in schedulers]
         self.loops: list[EngineLoop] = []
-        self.next = 0
         self.replica_of: dict[str, int] = {}
 
     @property
@@ -187,18 +191,39 @@ class FleetArrivals:
                              + sum(len(r.input_ids) for r in pending))
 
     def next_arrival(self) -> float:
-        return self.requests[self.next].arrival_time if self.next < len(self.requests) else math.inf
+        """The next arrival; now while follow-ups wait for replies still being generated
+        (their time is not known yet), math.inf once nothing more will come."""
+        t = self.queue.next_arrival()
+        if t == math.inf and self.queue.waiting_on_replies:
+            return self.env.now
+        return t
 
     def route_until(self, now: float) -> None:
         """Route every request that arrived by `now`, in order, waking its replica; once
-        the last is routed, wake every replica (those left idle can finish)."""
-        reqs = self.requests
-        while self.next < len(reqs) and reqs[self.next].arrival_time <= now:
-            self._route(reqs[self.next])
-            self.next += 1
-            if self.next == len(reqs):
+        nothing more will come, wake every replica (those left idle can finish)."""
+        due = self.queue.due(now)
+        for r in due:
+            self._route(r)
+        if due and self.next_arrival() == math.inf:
+            for loop in self.loops:
+                loop.wake()
+
+    def replies_from(self, scheduler: Scheduler):
+        """The finished-requests hook of one replica: release their follow-ups, each routed
+        at its arrival."""
+        def hook(done: list) -> None:
+            for r in self.queue.finished(done, scheduler.trace.requests, scheduler.check_request):
+                self.env.process(self._arrive(r.arrival_time))
+            if self.next_arrival() == math.inf:
                 for loop in self.loops:
                     loop.wake()
+        return hook
+
+    def _arrive(self, t: float):
+        env = self.env
+        while env.now < t:  # NOTE: as EngineLoop.arrivals, landing exactly on t
+            yield env.timeout(t - env.now)
+        self.route_until(env.now)
 
     def _route(self, request: WorkloadRequest) -> None:
         i = _checked(self.router, request, self.router.route(request, self), self.num_replicas)
@@ -207,10 +232,10 @@ class FleetArrivals:
         self.loops[i].wake()
 
     def arrivals(self):
-        """Route each request at its arrival time."""
+        """Route each of the workload's requests at its arrival time (follow-ups get a
+        process of their own when released: `replies_from`)."""
         env = self.env
-        while self.next < len(self.requests):
-            t = self.requests[self.next].arrival_time
-            while env.now < t:  # NOTE: as EngineLoop.arrivals, landing exactly on t
-                yield env.timeout(t - env.now)
+        for r in self.queue.requests:
+            while env.now < r.arrival_time:  # NOTE: as EngineLoop.arrivals, exactly on t
+                yield env.timeout(r.arrival_time - env.now)
             self.route_until(env.now)

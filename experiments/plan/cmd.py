@@ -40,7 +40,7 @@ MIN_REQUESTS = 10
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    from experiments.simulate_cmd import WORKLOADS
+    from experiments.workload_flags import WORKLOADS
 
     d = Grid()
     m = p.add_argument_group("model and hardware (comma lists are swept)")
