@@ -38,6 +38,10 @@ def fleet_arguments(g: argparse._ArgumentGroup) -> None:
                         "KV sent over the hardware's network card (e.g. 1P2D)")
     g.add_argument("--prefill-tp", type=int, default=None, help="prefill instances' TP (--tp)")
     g.add_argument("--decode-tp", type=int, default=None, help="decode instances' TP (--tp)")
+    g.add_argument("--prefill-ep-size", type=int, default=None,
+                   help="prefill instances' EP (--ep-size)")
+    g.add_argument("--decode-ep-size", type=int, default=None,
+                   help="decode instances' EP (--ep-size)")
     g.add_argument("--decode-router", choices=tuple(ROUTERS), default=DEFAULT_ROUTER,
                    help="the policy choosing a decode instance for each transferred request")
 
@@ -106,6 +110,8 @@ def run_disaggregated(args: argparse.Namespace, workload, run_args: dict[str, An
     kwargs = {k: v for k, v in run_args.items() if k not in ("dp_size", "enable_dp_attention")}
     result = simulate_disaggregated(workload, prefill=prefill, decode=decode,
                                     prefill_tp=args.prefill_tp, decode_tp=args.decode_tp,
+                                    prefill_ep=args.prefill_ep_size,
+                                    decode_ep=args.decode_ep_size,
                                     prefill_router=args.router, decode_router=args.decode_router,
                                     **kwargs)
     trace = result.run.prefill_traces[0]

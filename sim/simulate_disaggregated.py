@@ -43,21 +43,24 @@ def parse_layout(text: str) -> tuple[int, int]:
 
 def simulate_disaggregated(workload: Workload, *, prefill: int = 1, decode: int = 1,
                            tp: int = 1, prefill_tp: int | None = None,
-                           decode_tp: int | None = None,
+                           decode_tp: int | None = None, prefill_ep: int | None = None,
+                           decode_ep: int | None = None,
                            kv_link_latency: float | None = None,
                            kv_link_bandwidth: float | None = None,
                            prefill_router: str | Router | None = None,
                            decode_router: str | Router | None = None, seed: int = 0,
                            slo: SLO | None = None, progress: bool = False,
                            **simulation_args: Any) -> DisaggResult:
-    """`prefill_tp` / `decode_tp` default to `tp`; `simulation_args`: `simulate`'s keywords
-    (model, hardware, engine flags...), given to every instance."""
+    """`prefill_tp` / `decode_tp` default to `tp`, `prefill_ep` / `decode_ep` to the
+    `ep_size` of `simulation_args` (`simulate`'s keywords: model, hardware, engine flags...,
+    given to every instance)."""
     for name, n in (("prefill", prefill), ("decode", decode)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"{name} instances must be an integer >= 1, got {n!r}")
-    pre = [build_simulation(seed=seed, tp=prefill_tp or tp, **simulation_args)
-           for _ in range(prefill)]
-    dec = [_decode_instance(seed, decode_tp or tp, simulation_args) for _ in range(decode)]
+    pre_args = _with_ep(simulation_args, prefill_ep)
+    pre = [build_simulation(seed=seed, tp=prefill_tp or tp, **pre_args) for _ in range(prefill)]
+    dec = [_decode_instance(seed, decode_tp or tp, _with_ep(simulation_args, decode_ep))
+           for _ in range(decode)]
     bytes_per_token = kv_bytes_per_token_per_rank(pre[0].model_shape, prefill_tp or tp)
     link = kv_link(pre[0].hardware.key, bytes_per_token, kv_link_latency, kv_link_bandwidth)
     run = drive_disaggregated([Replica(s.scheduler, s.runner, s.token_source.finished)
@@ -65,6 +68,10 @@ def simulate_disaggregated(workload: Workload, *, prefill: int = 1, decode: int 
                               make_router(prefill_router, prefill, seed),
                               make_router(decode_router, decode, seed), progress=progress)
     return DisaggResult.from_run(run, slo)
+
+
+def _with_ep(simulation_args: dict[str, Any], ep: int | None) -> dict[str, Any]:
+    return simulation_args if ep is None else {**simulation_args, "ep_size": ep}
 
 
 def _decode_instance(seed: int, tp: int, simulation_args: dict[str, Any]) -> Replica:

@@ -41,7 +41,7 @@ def test_target_rate_takes_the_fewest_gpus_that_serve_it_and_prices_a_million_to
     at = runs[(runs["dp"] == 2) & (runs["rate"] == chosen["max_rate"])]
     per_request = (at["output_throughput"] / at["request_throughput"]).mean()
     cost = 2 * 2.5 / (float(f"{target:.6g}") * per_request * 3600 / 1e6)
-    assert f"${cost:.3f} per million output tokens" in printed
+    assert f"${cost:.3f} (" in printed and "GPU-hours) per million output tokens" in printed
     report = (tmp_path / "fleet" / "report.md").read_text()
     assert "\n## Target rate\n" in report and "](pareto.png)" in report
     assert (tmp_path / "fleet" / "pareto.png").stat().st_size > 0
@@ -97,3 +97,12 @@ def test_plan_sweeps_prefill_decode_ratios(tmp_path):
 def test_a_disaggregated_layout_with_replicas_is_refused(tmp_path, capsys):
     assert main([*SMALL, "--out", str(tmp_path / "x"), "--disaggregate", "1P1D", "--dp", "2"]) == 1
     assert "takes --dp 1" in capsys.readouterr().err
+
+
+def test_without_ray_the_backend_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    """An import of ray that fails: one line naming the extra."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert main([*SMALL, "--out", str(tmp_path / "noray"), "--backend", "ray"]) == 1
+    assert 'pip install -e ".[ray]"' in capsys.readouterr().err

@@ -80,3 +80,15 @@ def test_layouts_are_read_as_xpyd():
     for bad in ("2P", "0P1D", "PD", "2x4"):
         with pytest.raises(ValueError, match="xPyD"):
             parse_layout(bad)
+
+
+def test_each_side_runs_its_own_tp_and_ep():
+    """Mixtral: prefill on 2 GPUs without EP, decode on 4 with EP 4, as their trace headers
+    record; the link carries the prefill rank's KV shard."""
+    r = simulate_disaggregated(_spaced(4, prompt=256), model="mixtral-8x7b", prefill=1,
+                               decode=1, prefill_tp=2, decode_tp=4, decode_ep=4)
+    pre, dec = r.run.prefill_traces[0].executor, r.run.decode_traces[0].executor
+    assert (pre["tp"], pre.get("ep_size", 1)) == (2, 1) and (dec["tp"], dec["ep_size"]) == (4, 4)
+    # 32 layers x 2 x (8 KV heads / 2 ranks) x 128 x 2 bytes per token per prefill rank
+    expected = 9.6e-6 + 256 * 32 * 2 * 4 * 128 * 2 / 50e9
+    assert all(e - s == pytest.approx(expected) for s, e in r.run.transfers.values())

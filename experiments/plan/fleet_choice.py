@@ -3,7 +3,8 @@ req/s within the SLOs, and what a million output tokens cost.
 
 A configuration serves R when its found max rate (every seed passing) is at least R. Among
 those the fewest GPUs win (tp x dp), ties by goodput per GPU. Cost per million output tokens
-at a rate r: GPUs x price per GPU-hour / (r x mean output tokens per request x 3600 / 1e6),
+at a rate r: GPUs x price per GPU-hour / (r x mean output tokens per request x 3600 / 1e6)
+(without a price, the GPU-hours: GPUs / (r x mean output tokens x 3600 / 1e6)),
 the mean taken from the runs at the configuration's max rate. `--gpu-hour-price` is one
 number for every hardware key or KEY=PRICE pairs (a swept key without a price is refused).
 """
@@ -62,6 +63,12 @@ def cost_per_mtok(o: Outcome, rate: float | None, prices: dict[str, float]) -> f
     return o.candidate.num_gpus * price / (tokens_per_hour / 1e6)
 
 
+def gpu_hours_per_mtok(o: Outcome, rate: float) -> float:
+    """GPU-hours one million output tokens take at `rate` (the cost without a price)."""
+    tokens_per_hour = rate * mean_output_tokens(o) * 3600
+    return o.candidate.num_gpus / (tokens_per_hour / 1e6) if tokens_per_hour > 0 else math.nan
+
+
 def fewest_gpus(ranked: Sequence[Outcome], target: float) -> Outcome | None:
     """The configuration serving `target` req/s on the fewest GPUs (None: none does)."""
     serving = [o for o in ranked if o.feasible and o.rate >= target]
@@ -77,9 +84,10 @@ def target_section(choice: Outcome | None, target: float, prices: dict[str, floa
                        "(--dp), a higher TP degree or faster hardware.")
     c = choice.candidate
     cost = cost_per_mtok(choice, target, prices)
+    hours = f"{gpu_hours_per_mtok(choice, target):.3g} GPU-hours per million output tokens"
     money = (f", **${cost:.3f} per million output tokens** at "
-             f"${prices[c.hardware]:g} per GPU-hour" if math.isfinite(cost) else
-             " (give --gpu-hour-price for the cost)")
+             f"${prices[c.hardware]:g} per GPU-hour ({hours})" if math.isfinite(cost) else
+             f", {hours} (give --gpu-hour-price for the price)")
     return head + (f"**{c.label}** on **{c.num_gpus} GPUs** (max rate "
                    f"{format_rate(choice.rate)} req/s, {choice.limit.kind} binds){money}.")
 
@@ -89,6 +97,8 @@ def target_line(choice: Outcome | None, target: float, prices: dict[str, float])
     if choice is None:
         return f"target {format_rate(target)} req/s: no configuration serves it within the SLOs"
     cost = cost_per_mtok(choice, target, prices)
-    money = f", ${cost:.3f} per million output tokens" if math.isfinite(cost) else ""
+    hours = f"{gpu_hours_per_mtok(choice, target):.3g} GPU-hours"
+    money = (f", ${cost:.3f} ({hours}) per million output tokens" if math.isfinite(cost)
+             else f", {hours} per million output tokens")
     return (f"target {format_rate(target)} req/s: {choice.candidate.label} on "
             f"{choice.candidate.num_gpus} GPUs{money}")
