@@ -22,6 +22,9 @@ NaN (output_len <= 1) counting as 0, as vllm's `--goodput`.
 Steps (`.steps`): one row per forward; `bound` names what bound the step ("compute",
 "memory", "communication" or "cpu", as the simulator's cost model priced it:
 `sim.cost_model.BoundSplit`), "" where the run does not know (exec runs, a trace read back).
+
+Both frames carry `replica`: the engine replica that served the request or ran the step (0
+for one engine; a fleet's rows, `sim.fleet_result`, number its replicas).
 """
 
 from __future__ import annotations
@@ -39,9 +42,9 @@ from shared.trace import RequestRecord, Trace
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 PERCENTILES = (50, 90, 99)
 REQUEST_COLUMNS = ("rid", "arrival", "first_token_time", "finish_time", "prompt_len",
-                   "output_len", "cached_tokens", "ttft", "tpot", "e2e")
+                   "output_len", "cached_tokens", "ttft", "tpot", "e2e", "replica")
 STEP_COLUMNS = ("step", "forward_mode", "batch_size", "num_tokens", "kv_used_tokens",
-                "queue_len", "start_time", "duration", "bound")
+                "queue_len", "start_time", "duration", "bound", "replica")
 COMPLETED_FINISH_TYPES = ("length", "stop")
 
 
@@ -134,7 +137,7 @@ def requests_frame(trace: Trace) -> Any:
         "prompt_len": np.array([len(r.input_ids) for r in recs], dtype=np.int64),
         "output_len": output_len,
         "cached_tokens": np.array([r.cached_tokens for r in recs], dtype=np.int64),
-        "ttft": ttft, "tpot": tpot, "e2e": e2e,
+        "ttft": ttft, "tpot": tpot, "e2e": e2e, "replica": np.zeros(len(recs), dtype=np.int64),
     }, columns=list(REQUEST_COLUMNS))
 
 
@@ -157,7 +160,8 @@ def steps_frame(columns: dict[str, list], bounds: Sequence[str] | None = None) -
         "num_tokens": np.fromiter(map(len, ids), np.int64, n),
         "kv_used_tokens": np.array(kv, dtype=np.int64), "queue_len": np.array(queue, dtype=np.int64),
         "start_time": np.array(start, dtype=float), "duration": np.array(dur, dtype=float),
-        "bound": pd.Series([""] * n if bounds is None else list(bounds), dtype=object)})
+        "bound": pd.Series([""] * n if bounds is None else list(bounds), dtype=object),
+        "replica": np.zeros(n, dtype=np.int64)})
 
 
 def bound_shares(steps: Any) -> dict[str, float]:

@@ -1,13 +1,13 @@
 """`DisaggResult`: what a disaggregated run returns (`sim.simulate_disaggregated`), with
 `shared.run_result`'s metric definitions as the client sees them.
 
-- `requests`: one row per request, REQUEST_COLUMNS plus `prefill_instance`,
+- `requests`: one row per request, REQUEST_COLUMNS (but `replica`) plus `prefill_instance`,
   `decode_instance` (-1: it ended at its first token) and `transfer` (seconds its KV spent
   crossing, queueing for the link included); `first_token_time` is when the transfer ended
   (the prefill's first token for a request that ended there), `output_len` counts that
   token, `cached_tokens` are the prefill instance's prefix-cache hits.
-- `steps`: every instance's steps (STEP_COLUMNS) plus `role` ("prefill" or "decode") and
-  `instance`.
+- `steps`: every instance's steps (STEP_COLUMNS, `replica` replaced by `role`: "prefill"
+  or "decode", and `instance`).
 - `summary`: the `vllm bench serve` metrics over all requests (ITL: the decode instances'
   token gaps, plus each request's gap from the transfer's end to its second token), with
   `transfer_mean` and `transfer_p90`, retractions on any instance and the prefill side's
@@ -92,8 +92,8 @@ def _requests(run: DisaggRun) -> tuple[Any, np.ndarray]:
     frame["e2e"] = frame["finish_time"] - frame["arrival"]
     n = frame["output_len"].to_numpy()
     frame["tpot"] = np.where(n > 1, (frame["e2e"] - frame["ttft"]) / np.maximum(n - 1, 1), np.nan)
-    columns = [*REQUEST_COLUMNS, "prefill_instance", "decode_instance", "transfer",
-               "second_token_time"]
+    columns = [*(c for c in REQUEST_COLUMNS if c != "replica"), "prefill_instance",
+               "decode_instance", "transfer", "second_token_time"]
     return frame[columns], np.array(done, dtype=bool)
 
 
@@ -120,5 +120,6 @@ def _steps(run: DisaggRun) -> Any:
     for role, traces in (("prefill", run.prefill_traces), ("decode", run.decode_traces)):
         for i, t in enumerate(traces):
             columns = dict(zip(STEP_FIELDS_READ, t.step_columns(*STEP_FIELDS_READ), strict=True))
-            frames.append(steps_frame(columns).assign(role=role, instance=i))
+            frames.append(steps_frame(columns).drop(columns="replica")
+                          .assign(role=role, instance=i))
     return pd.concat(frames, ignore_index=True)

@@ -1,8 +1,8 @@
 """`FleetResult`: what a fleet run returns (`sim.simulate_fleet`), with `shared.run_result`'s
 metric definitions over the whole fleet.
 
-- `requests`, `steps`: every replica's rows (REQUEST_COLUMNS, STEP_COLUMNS) plus a
-  `replica` column; requests in arrival order.
+- `requests`, `steps`: every replica's rows (REQUEST_COLUMNS, STEP_COLUMNS), their
+  `replica` column numbering the replicas; requests in arrival order.
 - `summary`: the `vllm bench serve` metrics over all requests (one client in front of the
   router sees them all: ITL gaps pooled over the replicas, duration from the first arrival
   to the last finish), `num_retractions` and `cache_hit_tokens`, plus `replicas`,

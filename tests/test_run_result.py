@@ -140,10 +140,10 @@ def test_frames_have_exactly_the_documented_columns():
     result = RunResult.from_trace(_two_requests())
     assert list(result.requests.columns) == list(REQUEST_COLUMNS) == [
         "rid", "arrival", "first_token_time", "finish_time", "prompt_len", "output_len",
-        "cached_tokens", "ttft", "tpot", "e2e"]
+        "cached_tokens", "ttft", "tpot", "e2e", "replica"]
     assert list(result.steps.columns) == list(STEP_COLUMNS) == [
         "step", "forward_mode", "batch_size", "num_tokens", "kv_used_tokens", "queue_len",
-        "start_time", "duration", "bound"]
+        "start_time", "duration", "bound", "replica"]
 
 
 def test_steps_without_bounds_have_an_empty_bound_and_given_ones_are_kept():
