@@ -121,7 +121,9 @@ def _parallelism(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
             notes.append(f"ep not published: ep {tp} (every rank holds 1 / {tp} of the experts)")
             ep = tp
     if dp is not None and dp > 1 and tp == 1:
-        raise _Refused(f"{dp} data-parallel replicas (dp={dp}, tp=1) are not modelled")
+        raise _Refused(f"{dp} data-parallel replicas (dp={dp}, tp=1): the check runs one "
+                       f"engine per row (replicas are sim.simulate_fleet's), and the row's "
+                       f"dataset lengths are not published either")
     if dp is not None and dp > tp:
         raise _Refused(f"dp={dp} above tp={tp} is not modelled")
     if ep is None:
