@@ -31,6 +31,8 @@ from experiments.cli_errors import (
 )
 from experiments.exec_extra import needs_exec
 from experiments.plan import cmd as plan_cmd
+from experiments.serve import bench_cmd
+from experiments.serve import cmd as serve_cmd
 
 
 class Command(NamedTuple):
@@ -49,6 +51,8 @@ COMMANDS = (
     Command("explain", explain_cmd.HELP, explain_cmd.configure,
             needs_exec("explain", explain_cmd.run, "`batchtwin explain --sim-only`")),
     Command("plan", plan_cmd.HELP, plan_cmd.configure, plan_cmd.run),
+    Command("serve", serve_cmd.HELP, serve_cmd.configure, serve_cmd.run),
+    Command("bench", bench_cmd.HELP, bench_cmd.configure, bench_cmd.run),
     Command("calibrate", calibrate_cmd.HELP, calibrate_cmd.configure,
             needs_exec("calibrate", calibrate_cmd.run)),
     Command("fidelity", fidelity_cmd.HELP, fidelity_cmd.configure,

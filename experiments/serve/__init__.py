@@ -1,0 +1,1 @@
+"""`batchtwin serve`: an OpenAI-compatible HTTP server over any `shared.online_engine`."""

@@ -1,0 +1,63 @@
+"""`OnlineEngine`: what a server needs of an engine, whichever executor runs it (the
+simulator paced in wall-clock time, `sim.online_sim`, or the real one), so the server never
+branches on the mode after construction.
+
+Contract:
+- `start()` / `stop()`: the engine's own thread, beside the server's event loop; `stop()`
+  aborts what is still in flight, drains the scheduler and runs its idle leak check.
+- `submit(rid, input_ids, params, on_event)` validates the request and queues it, or raises
+  InvalidRequestError naming the field (nothing queued, nothing else disturbed). The engine
+  then calls `on_event(TokenEvent)` from its thread for every batch of new tokens of that
+  request, the last one with its finish reason (a stop, the length, an abort).
+- `abort(rid)`: end the request (its KV freed at the engine's next step); False if unknown.
+- `stats()`: a snapshot for /metrics and /get_server_info; `now()`: the engine's clock in
+  seconds (the one `TokenEvent.time` reads: simulated seconds for the simulator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from shared.finish_reason import FinishReason
+    from shared.sampling_params import SamplingParams
+
+
+class TokenEvent(NamedTuple):
+    token_ids: tuple[int, ...]             # new output tokens since the last event
+    finish: FinishReason | None = None     # set on a request's last event
+    cached_tokens: int = 0                 # prompt tokens served from the prefix cache
+    time: float = 0.0                      # the engine's clock at the event (seconds)
+
+
+class EngineStats(NamedTuple):
+    running: int
+    waiting: int
+    kv_used_tokens: int
+    kv_capacity_tokens: int
+    max_running_requests: int
+    context_length: int
+
+    @property
+    def kv_usage(self) -> float:
+        return self.kv_used_tokens / self.kv_capacity_tokens if self.kv_capacity_tokens else 0.0
+
+
+class OnlineEngine(Protocol):
+    model_name: str
+    vocab_size: int
+    context_length: int
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def submit(self, rid: str, input_ids: Sequence[int], params: SamplingParams,
+               on_event: Callable[[TokenEvent], None]) -> None: ...
+
+    def abort(self, rid: str) -> bool: ...
+
+    def stats(self) -> EngineStats: ...
+
+    def now(self) -> float: ...

@@ -1,0 +1,153 @@
+"""`SimulatedOnlineEngine`: the simulator as an online engine (`shared.online_engine`) — the
+spec scheduler and the sim runner on a thread of their own, each step taking its cost-model
+time divided by `time_scale` in wall-clock time, so a server in front of it answers as the
+simulated GPU would (a mock whose latencies come from the same scheduler and cost model as
+`sim.simulate`).
+
+The engine's clock is simulated seconds: it advances by each step's price, and while idle
+with the wall clock (x time_scale); a request arrives at the engine's time of submission. A
+step whose host work outlasts its scaled price lets the clock catch up with the wall (the
+host cannot run faster than itself). Tokens come from the simulation's token source (a pure
+function of (seed, rid)); requests end at their max_new_tokens or an abort.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from shared.finish_reason import FinishReason
+from shared.forward_batch import ForwardBatch
+from shared.online_engine import EngineStats, TokenEvent
+from shared.req import Req
+
+if TYPE_CHECKING:
+    from shared.sampling_params import SamplingParams
+    from sim.simulate import Simulation
+
+IDLE_POLL_S = 0.05
+
+
+class SimulatedOnlineEngine:
+    def __init__(self, simulation: Simulation, model_name: str, time_scale: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not time_scale > 0:
+            raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
+        self._s, self.model_name, self.time_scale, self._clock = simulation, model_name, time_scale, clock
+        info = simulation.scheduler.model_info
+        self.vocab_size, self.context_length = info.vocab_size, simulation.scheduler.config.context_length
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._listeners: dict[str, tuple[Req, Callable[[TokenEvent], None], list[int]]] = {}
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+        self._now = 0.0
+
+    # --- the server's side (any thread) --------------------------------------------------
+
+    def start(self) -> None:
+        self._t0 = self._clock()
+        self._thread = threading.Thread(target=self._run, name="sim-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def submit(self, rid: str, input_ids: Sequence[int], params: SamplingParams,
+               on_event: Callable[[TokenEvent], None]) -> None:
+        req = Req(rid, list(input_ids), params, arrival_time=self.wall_now())
+        self._s.scheduler.check_request(req)   # NOTE: reads the config only: thread-safe
+        self._inbox.put(("submit", req, on_event))
+        self._wake.set()
+
+    def abort(self, rid: str) -> bool:
+        known = rid in self._listeners
+        self._inbox.put(("abort", rid, None))
+        self._wake.set()
+        return known
+
+    def stats(self) -> EngineStats:
+        load, cfg, trace = self._s.scheduler.load(), self._s.scheduler.config, self._s.scheduler.trace
+        used = trace.steps[-1].kv_used_tokens if len(trace) else 0
+        return EngineStats(load.running_requests, load.queued_requests, used,
+                           cfg.max_total_tokens, cfg.max_running_requests, cfg.context_length)
+
+    def wall_now(self) -> float:
+        """The wall clock in simulated seconds since start."""
+        return (self._clock() - self._t0) * self.time_scale
+
+    def now(self) -> float:
+        """The engine's clock (simulated seconds; `shared.online_engine`)."""
+        return max(self._now, self.wall_now())
+
+    # --- the engine's thread -----------------------------------------------------------
+
+    def _run(self) -> None:
+        sched = self._s.scheduler
+        while True:
+            self._now = max(self._now, self.wall_now())
+            self._drain_inbox()
+            if self._stopping:
+                self._abort_all()
+            batch = sched.get_next_batch_to_run(self._now)
+            self._emit()
+            if batch is None:
+                if self._stopping and not sched.has_work():
+                    return
+                self._wake.wait(IDLE_POLL_S)
+                self._wake.clear()
+                continue
+            self._step(batch)
+
+    def _step(self, batch) -> None:
+        sched, runner = self._s.scheduler, self._s.runner
+        fb = ForwardBatch.init_new(batch)
+        out = runner.forward(fb)
+        end = self._now + out.duration
+        delay = self._t0 + end / self.time_scale - self._clock()
+        if delay > 0:
+            time.sleep(delay)
+        self._now = end
+        ids = runner.sample(out, fb)
+        sched.process_batch_result(batch, out, ids, end, finished=self._s.token_source.finished(batch, ids))
+        self._emit()
+
+    def _drain_inbox(self) -> None:
+        sched = self._s.scheduler
+        while True:
+            try:
+                kind, item, on_event = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "submit":
+                sched.add_request(item)
+                self._listeners[item.rid] = (item, on_event, [0])
+            elif item in self._listeners:
+                sched.abort(item)
+
+    def _abort_all(self) -> None:
+        for rid, (req, _, _) in list(self._listeners.items()):
+            if not req.finished():
+                self._s.scheduler.abort(rid, "the server is shutting down")
+
+    def _emit(self) -> None:
+        """Send each request the tokens it gained since the last event; the finished ones
+        their last event."""
+        self._s.scheduler.take_finished()
+        for rid, (req, on_event, sent) in list(self._listeners.items()):
+            new = req.output_ids[sent[0]:]
+            done = req.finished()
+            if not new and not done:
+                continue
+            sent[0] += len(new)
+            reason: FinishReason | None = req.finished_reason if done else None
+            on_event(TokenEvent(tuple(new), reason, req.cached_tokens, self._now))
+            if done:
+                del self._listeners[rid]

@@ -1,0 +1,132 @@
+"""`batchtwin serve --simulate` on loopback, through the `openai` client: completions,
+streaming, errors by field, and /metrics against the requests sent."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import threading
+import time
+
+import pytest
+
+openai = pytest.importorskip("openai", reason="the openai client is a test dependency")
+pytest.importorskip("fastapi", reason="the serve extra is not installed")
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from experiments.serve.cmd import build_app  # noqa: E402
+from experiments.serve.text_codec import PlaceholderCodec  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    import uvicorn
+
+    args = argparse.Namespace(simulate=True, model="llama-3-8b", served_model_name=None,
+                              hardware="h100", tp=1, cost_model=None, time_scale=20.0, seed=0,
+                              model_path=None)
+    port = _free_port()
+    srv = uvicorn.Server(uvicorn.Config(build_app(args), host="127.0.0.1", port=port,
+                                        log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not srv.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(timeout=20)
+
+
+def _client(base: str):
+    return openai.OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0)
+
+
+def test_a_completion_returns_max_tokens_and_counts_the_prompt(server):
+    prompt = "The capital of France is" * 4
+    r = _client(server).completions.create(model="llama-3-8b", prompt=prompt, max_tokens=12)
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == 12 and len(r.choices[0].text.split()) == 12
+    assert r.usage.prompt_tokens == len(PlaceholderCodec(128256).encode(prompt))
+
+
+def test_a_stream_sends_every_token_then_usage_and_done(server):
+    chunks = list(_client(server).completions.create(
+        model="llama-3-8b", prompt="hello " * 20, max_tokens=9, stream=True,
+        stream_options={"include_usage": True}))
+    texts = [c.choices[0].text for c in chunks if c.choices]
+    assert len("".join(texts).split()) == 9
+    assert chunks[-1].usage.completion_tokens == 9 and not chunks[-1].choices
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+
+
+def test_models_lists_the_served_model(server):
+    assert [m.id for m in _client(server).models.list().data] == ["llama-3-8b"]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "field"), [
+    ({"model": "gpt-9"}, "NotFoundError", "model"),
+    ({"max_tokens": 0}, "BadRequestError", "max_tokens"),
+    ({"prompt": "a long prompt " * 3000}, "BadRequestError", "prompt"),
+    ({"n": 2}, "BadRequestError", "n"),
+    ({"temperature": -1.0}, "BadRequestError", "temperature"),
+    ({"max_tokens": "many"}, "BadRequestError", "max_tokens"),
+])
+def test_bad_requests_get_an_openai_error_naming_the_field(server, kwargs, error, field):
+    args = {"model": "llama-3-8b", "prompt": "hi", "max_tokens": 4, **kwargs}
+    with pytest.raises(getattr(openai, error)) as e:
+        _client(server).completions.create(**args)
+    assert e.value.body["param"] == field
+
+
+def test_bad_requests_leave_sixteen_streams_to_finish_and_metrics_count_them(server):
+    """16 streams in flight while bad requests come and go: every stream ends with its
+    tokens; /metrics' generation-token and success counters grow by exactly what was sent."""
+    before = _metrics(server)
+
+    async def main():
+        client = openai.AsyncOpenAI(base_url=f"{server}/v1", api_key="none", max_retries=0)
+
+        async def stream(i: int) -> int:
+            n = 0
+            async for c in await client.completions.create(
+                    model="llama-3-8b", prompt=f"request {i} " * 10, max_tokens=20, stream=True):
+                n += len(c.choices[0].text.split()) if c.choices else 0
+            return n
+
+        async def bad() -> None:
+            for _ in range(5):
+                with pytest.raises(openai.BadRequestError):
+                    await client.completions.create(model="llama-3-8b", prompt="x",
+                                                    max_tokens=-1)
+        results = await asyncio.gather(*(stream(i) for i in range(16)), bad())
+        await client.close()
+        return results[:16]
+
+    assert asyncio.run(main()) == [20] * 16
+    after = _metrics(server)
+    assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] == 320
+    assert after["vllm:request_success_total"] - before["vllm:request_success_total"] == 16
+
+
+def _metrics(base: str) -> dict[str, float]:
+    import httpx
+
+    text = httpx.get(f"{base}/metrics").text
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if not s.name.endswith("_created")}
+
+
+def test_real_mode_is_refused_until_it_is_built(capsys):
+    from experiments.cli import main
+
+    assert main(["serve", "some/model"]) == 1
+    assert "not built yet; use --simulate" in capsys.readouterr().err
