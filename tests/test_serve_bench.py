@@ -19,13 +19,13 @@ import pytest
 pytest.importorskip("openai", reason="the openai client is a test dependency")
 pytest.importorskip("fastapi", reason="the serve extra is not installed")
 
-from experiments.serve.bench import run_requests, summarize  # noqa: E402
-from experiments.serve.bench_cmd import random_requests  # noqa: E402
-from experiments.serve.cmd import build_app  # noqa: E402
-from experiments.serve.text_codec import PlaceholderCodec  # noqa: E402
-from shared import SamplingParams, Workload  # noqa: E402
-from shared.workload import WorkloadRequest  # noqa: E402
-from sim.simulate import simulate  # noqa: E402
+from experiments.serve.bench import run_requests, summarize
+from experiments.serve.bench_cmd import random_requests
+from experiments.serve.cmd import build_app
+from experiments.serve.text_codec import PlaceholderCodec
+from shared import SamplingParams, Workload
+from shared.workload import WorkloadRequest
+from sim.simulate import simulate
 
 RATE, PROMPTS, INPUT, OUTPUT = 8.0, 60, 256, 64
 HTTP_OVERHEAD_MS = 4.0   # a request's way in and its first chunk's way out
