@@ -8,6 +8,7 @@ E2E, throughputs over the benchmark's duration (first send to last response).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -33,43 +34,53 @@ class Outcome(NamedTuple):
 
 async def run_requests(base_url: str, model: str, requests: Sequence[Sent],
                        max_concurrency: int | None = None) -> tuple[list[Outcome], float]:
-    """Every request's outcome (in order) and the benchmark's duration."""
-    import openai
+    """Every request's outcome (in order) and the benchmark's duration. Streams over plain
+    HTTP (httpx; `vllm bench serve` uses aiohttp), not the openai client, to keep the
+    client's own time per chunk small."""
+    import httpx
 
-    client = openai.AsyncOpenAI(base_url=f"{base_url.rstrip('/')}/v1", api_key="none",
-                                max_retries=0)
+    url = f"{base_url.rstrip('/')}/v1/completions"
     gate = asyncio.Semaphore(max_concurrency) if max_concurrency else None
-    start = time.perf_counter()
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(timeout=None, limits=limits) as client:
+        start = time.perf_counter()
 
-    async def one(r: Sent) -> Outcome:
-        await asyncio.sleep(max(0.0, r.delay - (time.perf_counter() - start)))
-        if gate is None:
-            return await _stream(client, model, r, start)
-        async with gate:
-            return await _stream(client, model, r, start)
+        async def one(r: Sent) -> Outcome:
+            await asyncio.sleep(max(0.0, r.delay - (time.perf_counter() - start)))
+            if gate is None:
+                return await _stream(client, url, model, r, start)
+            async with gate:
+                return await _stream(client, url, model, r, start)
 
-    outcomes = await asyncio.gather(*(one(r) for r in requests))
-    duration = time.perf_counter() - start
-    await client.close()
+        outcomes = await asyncio.gather(*(one(r) for r in requests))
+        duration = time.perf_counter() - start
     return list(outcomes), duration
 
 
-async def _stream(client, model: str, r: Sent, start: float) -> Outcome:
-    import openai
+async def _stream(client, url: str, model: str, r: Sent, start: float) -> Outcome:
+    import httpx
 
+    payload = {"model": model, "prompt": r.prompt, "max_tokens": r.max_tokens, "stream": True,
+               "stream_options": {"include_usage": True}, "ignore_eos": True}
     t0 = time.perf_counter()
     times, tokens, prompt_tokens = [], 0, 0
     try:
-        stream = await client.completions.create(
-            model=model, prompt=r.prompt, max_tokens=r.max_tokens, stream=True,
-            stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
-        async for chunk in stream:
-            if chunk.choices and chunk.choices[0].text:
-                times.append(time.perf_counter())
-            if chunk.usage is not None:
-                tokens, prompt_tokens = chunk.usage.completion_tokens, chunk.usage.prompt_tokens
-    except openai.APIError as e:
-        return Outcome(t0 - start, np.nan, np.nan, 0, 0, (), str(e))
+        async with client.stream("POST", url, json=payload) as response:
+            if response.status_code != 200:
+                body = (await response.aread()).decode(errors="replace")
+                return Outcome(t0 - start, np.nan, np.nan, 0, 0, (),
+                               f"HTTP {response.status_code}: {body[:200]}")
+            async for line in response.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if chunk.get("choices") and chunk["choices"][0].get("text"):
+                    times.append(time.perf_counter())
+                if chunk.get("usage"):
+                    tokens = chunk["usage"]["completion_tokens"]
+                    prompt_tokens = chunk["usage"]["prompt_tokens"]
+    except httpx.HTTPError as e:
+        return Outcome(t0 - start, np.nan, np.nan, 0, 0, (), f"{type(e).__name__}: {e}")
     end = time.perf_counter()
     ttft = times[0] - t0 if times else np.nan
     return Outcome(t0 - start, ttft, end - t0, tokens, prompt_tokens,

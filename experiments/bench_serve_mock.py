@@ -1,0 +1,120 @@
+"""Benchmark: how close the simulated server's answers, measured by `batchtwin bench serve`
+over HTTP, come to the simulator's own prediction of the same run (issue 23's mock check).
+
+    python -m experiments.bench_serve_mock [--time-scale 1] [--separate-process]
+        [--num-prompts 60] [--rate 8] [--input-len 256] [--output-len 64]
+
+Starts `batchtwin serve --simulate` (Llama-3-8B on an H100, roofline) in this process or,
+with --separate-process, in its own; sends the random dataset at `--rate` simulated req/s
+(x time scale in wall time); runs `sim.simulate` on the same prompts at the client's send
+times; prints measured and predicted TTFT and TPOT medians in the client's milliseconds and
+their difference, with the CPU model (the HTTP path's time depends on the host).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from experiments.cpu_info import cpu_model
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--time-scale", type=float, default=1.0)
+    p.add_argument("--separate-process", action="store_true")
+    p.add_argument("--num-prompts", type=int, default=60)
+    p.add_argument("--rate", type=float, default=8.0)
+    p.add_argument("--input-len", type=int, default=256)
+    p.add_argument("--output-len", type=int, default=64)
+    args = p.parse_args(argv)
+    port = _free_port()
+    stop = (_subprocess_server if args.separate_process else _thread_server)(port, args.time_scale)
+    try:
+        measured, predicted = _measure(f"http://127.0.0.1:{port}", args)
+    finally:
+        stop()
+    where = "its own process" if args.separate_process else "this process"
+    print(f"simulated server in {where}, time scale {args.time_scale:g}, {args.num_prompts} "
+          f"requests at {args.rate:g} req/s simulated ({cpu_model()})")
+    for name, key in (("TTFT", "ttft"), ("TPOT", "tpot")):
+        got, want = measured[f"median_{key}_ms"], predicted[f"{key}_p50"] / args.time_scale * 1e3
+        print(f"  {name} median: measured {got:8.3f} ms, predicted {want:8.3f} ms, "
+              f"difference {got - want:+.3f} ms ({got / want - 1:+.1%})")
+    return {"measured": measured, "predicted": predicted}
+
+
+def _measure(base: str, args: argparse.Namespace):
+    from experiments.serve.bench import run_requests, summarize
+    from experiments.serve.bench_cmd import random_requests
+    from experiments.serve.text_codec import PlaceholderCodec
+    from shared import SamplingParams, Workload
+    from shared.workload import WorkloadRequest
+    from sim.simulate import simulate
+
+    spec = argparse.Namespace(num_prompts=args.num_prompts, request_rate=args.rate * args.time_scale,
+                              burstiness=1.0, seed=1, random_input_len=args.input_len,
+                              random_output_len=args.output_len)
+    sent = random_requests(spec)
+    outcomes, duration = asyncio.run(run_requests(base, "llama-3-8b", sent))
+    codec, first = PlaceholderCodec(128256), min(o.sent_at for o in outcomes)
+    w = Workload(tuple(WorkloadRequest(
+        f"r{i}", (o.sent_at - first) * args.time_scale, tuple(codec.encode(r.prompt)),
+        SamplingParams(max_new_tokens=args.output_len, ignore_eos=True))
+        for i, (o, r) in enumerate(zip(outcomes, sent, strict=True))))
+    return summarize(outcomes, duration), simulate(w, model="llama-3-8b", hardware="h100").summary
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _thread_server(port: int, time_scale: float):
+    import uvicorn
+
+    from experiments.serve.cmd import build_app
+
+    args = argparse.Namespace(simulate=True, model="llama-3-8b", served_model_name=None,
+                              hardware="h100", tp=1, cost_model=None, time_scale=time_scale,
+                              seed=0, model_path=None)
+    srv = uvicorn.Server(uvicorn.Config(build_app(args), host="127.0.0.1", port=port,
+                                        log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.05)
+
+    def stop() -> None:
+        srv.should_exit = True
+        thread.join(timeout=30)
+    return stop
+
+
+def _subprocess_server(port: int, time_scale: float):
+    import httpx
+
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.cli", "serve", "--simulate",
+                             "--port", str(port), "--time-scale", f"{time_scale:g}"])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+
+    def stop() -> None:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return stop
+
+
+if __name__ == "__main__":
+    main()
