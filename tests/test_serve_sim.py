@@ -68,6 +68,23 @@ def test_a_stream_sends_every_token_then_usage_and_done(server):
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
 
 
+def test_a_chat_completion_answers_as_the_assistant(server):
+    r = _client(server).chat.completions.create(
+        model="llama-3-8b", messages=[{"role": "user", "content": "Say hi"}], max_tokens=7)
+    assert r.choices[0].message.role == "assistant" and r.choices[0].finish_reason == "length"
+    assert len(r.choices[0].message.content.split()) == 7 and r.usage.completion_tokens == 7
+
+
+def test_a_chat_stream_sends_the_role_then_content_deltas(server):
+    chunks = list(_client(server).chat.completions.create(
+        model="llama-3-8b", messages=[{"role": "user", "content": "Count"}],
+        max_completion_tokens=6, stream=True, stream_options={"include_usage": True}))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert deltas[0].role == "assistant"
+    assert len("".join(d.content or "" for d in deltas).split()) == 6
+    assert chunks[-1].usage.completion_tokens == 6
+
+
 def test_models_lists_the_served_model(server):
     assert [m.id for m in _client(server).models.list().data] == ["llama-3-8b"]
 

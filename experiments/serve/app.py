@@ -1,9 +1,10 @@
 """`create_app(engine, codec)`: the FastAPI app of `batchtwin serve`, over any
 `shared.online_engine.OnlineEngine` (it never asks which).
 
-Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/completions` (OpenAI's schema; `stream`
-as server-sent events ending in `data: [DONE]`, `stream_options.include_usage` adding a
-usage chunk), `GET /metrics` (`experiments.serve.metrics`). Bad input is a 400 with an
+Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/completions` and
+`POST /v1/chat/completions` (OpenAI's schemas; `stream` as server-sent events ending in
+`data: [DONE]`, `stream_options.include_usage` adding a usage chunk), `GET /metrics`
+(`experiments.serve.metrics`). Bad input is a 400 with an
 OpenAI-style body naming the field (404 for an unknown model), and nothing in flight is
 touched; a client that disconnects mid-stream aborts its request (its KV freed).
 """
@@ -23,7 +24,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from experiments.serve.errors import error_response, validation_error_response
 from experiments.serve.metrics import ServerMetrics
-from experiments.serve.openai_request import CompletionRequest, usage
+from experiments.serve.openai_request import ChatRequest, CompletionRequest, usage
+from experiments.serve.response_style import ChatStyle, TextStyle
 from shared.invalid_request import InvalidRequestError
 from shared.online_engine import OnlineEngine, TokenEvent
 
@@ -80,15 +82,13 @@ def create_app(engine: OnlineEngine, codec) -> FastAPI:
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
-    @app.post("/v1/completions")
-    async def completions(body: CompletionRequest, request: Request):
+    async def serve(body, prompt: list[int], style, request: Request):
         if body.model != engine.model_name:
             return error_response(404, f"model {body.model!r} does not exist (serving "
                                        f"{engine.model_name!r})", "model", "not_found_error")
         if body.n != 1:
             return error_response(400, f"n={body.n}: only n=1 is supported", "n")
-        prompt = codec.encode(body.prompt) if isinstance(body.prompt, str) else body.prompt
-        rid = f"cmpl-{next(ids)}"
+        rid = f"{style.prefix}-{next(ids)}"
         stream = RequestStream(asyncio.get_running_loop())
         try:
             engine.submit(rid, prompt, body.sampling_params(), stream)
@@ -96,48 +96,60 @@ def create_app(engine: OnlineEngine, codec) -> FastAPI:
             field = OPENAI_FIELDS.get(e.field, e.field)
             return error_response(400, str(e).replace(e.field, field, 1), field)
         metrics.submitted(rid, len(prompt), engine.now())
-        meta = {"id": rid, "created": int(time.time()), "model": engine.model_name}
+        answer = Answer(engine, codec, stream, metrics, style, len(prompt),
+                        {"id": rid, "created": int(time.time()), "model": engine.model_name})
         if body.stream:
-            return StreamingResponse(_sse(engine, codec, stream, meta, len(prompt), body,
-                                          metrics, request), media_type="text/event-stream")
-        return await _complete(codec, stream, meta, len(prompt), metrics)
+            return StreamingResponse(answer.sse(body.include_usage),
+                                     media_type="text/event-stream")
+        return await answer.whole()
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest, request: Request):
+        prompt = codec.encode(body.prompt) if isinstance(body.prompt, str) else body.prompt
+        return await serve(body, prompt, TextStyle, request)
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: ChatRequest, request: Request):
+        return await serve(body, codec.encode(body.prompt_text()), ChatStyle, request)
 
     return app
 
 
-async def _complete(codec, stream: RequestStream, meta: dict, prompt_len: int,
-                    metrics: ServerMetrics) -> dict:
-    tokens, last = [], None
-    async for event in stream.events():
-        tokens += event.token_ids
-        metrics.event(meta["id"], event)
-        last = event
-    return {**meta, "object": "text_completion",
-            "choices": [{"index": 0, "text": codec.decode(tokens), "logprobs": None,
-                         "finish_reason": _reason(last)}],
-            "usage": usage(prompt_len, len(tokens), last.cached_tokens)}
+class Answer:
+    """One request's answer, whole or as server-sent events."""
 
+    def __init__(self, engine: OnlineEngine, codec, stream: RequestStream,
+                 metrics: ServerMetrics, style, prompt_len: int, meta: dict) -> None:
+        self.engine, self.codec, self.stream, self.metrics = engine, codec, stream, metrics
+        self.style, self.prompt_len, self.meta = style, prompt_len, meta
 
-async def _sse(engine: OnlineEngine, codec, stream: RequestStream, meta: dict, prompt_len: int,
-               body: CompletionRequest, metrics: ServerMetrics,
-               request: Request) -> AsyncIterator[str]:
-    count = 0
-    try:
-        async for event in stream.events():
-            metrics.event(meta["id"], event)
-            count += len(event.token_ids)
-            chunk = {**meta, "object": "text_completion", "choices": [{
-                "index": 0, "text": codec.decode(event.token_ids), "logprobs": None,
-                "finish_reason": _reason(event) if event.finish else None}]}
-            yield f"data: {json.dumps(chunk)}\n\n"
-            if event.finish is not None and body.include_usage:
-                tail = {**meta, "object": "text_completion", "choices": [],
-                        "usage": usage(prompt_len, count, event.cached_tokens)}
-                yield f"data: {json.dumps(tail)}\n\n"
-        yield "data: [DONE]\n\n"
-    except asyncio.CancelledError:   # NOTE: the client went away: free its KV
-        engine.abort(meta["id"])
-        raise
+    async def whole(self) -> dict:
+        tokens, last = [], None
+        async for event in self.stream.events():
+            tokens += event.token_ids
+            self.metrics.event(self.meta["id"], event)
+            last = event
+        return {**self.meta, "object": self.style.object,
+                "choices": [self.style.choice(self.codec.decode(tokens), _reason(last))],
+                "usage": usage(self.prompt_len, len(tokens), last.cached_tokens)}
+
+    async def sse(self, include_usage: bool) -> AsyncIterator[str]:
+        count, meta = 0, {**self.meta, "object": self.style.chunk_object}
+        try:
+            async for event in self.stream.events():
+                self.metrics.event(self.meta["id"], event)
+                choice = self.style.delta(self.codec.decode(event.token_ids),
+                                          _reason(event) if event.finish else None, count == 0)
+                count += len(event.token_ids)
+                yield f"data: {json.dumps({**meta, 'choices': [choice]})}\n\n"
+                if event.finish is not None and include_usage:
+                    tail = {**meta, "choices": [],
+                            "usage": usage(self.prompt_len, count, event.cached_tokens)}
+                    yield f"data: {json.dumps(tail)}\n\n"
+            yield "data: [DONE]\n\n"
+        except asyncio.CancelledError:   # NOTE: the client went away: free its KV
+            self.engine.abort(self.meta["id"])
+            raise
 
 
 def _reason(event: TokenEvent | None) -> str | None:

@@ -1,4 +1,5 @@
-"""The OpenAI `/v1/completions` request body (pydantic), and what the engine takes from it:
+"""The OpenAI `/v1/completions` and `/v1/chat/completions` request bodies (pydantic), and
+what the engine takes from them:
 the prompt's ids and `shared.SamplingParams`. Unknown fields are ignored as OpenAI's API
 ignores them; a field of the wrong type is a 400 naming it (`experiments.serve.errors`).
 """
@@ -16,11 +17,12 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
-class CompletionRequest(BaseModel):
+class SamplingFields(BaseModel):
+    """The fields both endpoints share (sampling, streaming, n)."""
+
     model_config = ConfigDict(extra="ignore")
 
     model: str
-    prompt: str | list[int]
     max_tokens: int = 16
     temperature: float = 1.0
     top_p: float = 1.0
@@ -50,6 +52,38 @@ class CompletionRequest(BaseModel):
     @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class CompletionRequest(SamplingFields):
+    prompt: str | list[int]
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: str
+    content: str
+
+
+class ChatRequest(SamplingFields):
+    """`/v1/chat/completions`; `max_completion_tokens` (OpenAI's newer name) wins over
+    `max_tokens`."""
+
+    messages: list[ChatMessage]
+    max_completion_tokens: int | None = None
+
+    def sampling_params(self) -> SamplingParams:
+        params = super().sampling_params()
+        if self.max_completion_tokens is None:
+            return params
+        import dataclasses
+
+        return dataclasses.replace(params, max_new_tokens=self.max_completion_tokens)
+
+    def prompt_text(self) -> str:
+        """The placeholder chat template: each message as `<|role|>` and its content, then
+        the assistant's turn (a model's own template needs its tokenizer)."""
+        return "".join(f"<|{m.role}|>\n{m.content}\n" for m in self.messages) + "<|assistant|>\n"
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached: int) -> dict[str, Any]:
