@@ -33,10 +33,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--input-len", type=int, default=256)
     p.add_argument("--output-len", type=int, default=64)
     args = p.parse_args(argv)
-    port = _free_port()
-    stop = (_subprocess_server if args.separate_process else _thread_server)(port, args.time_scale)
+    port = free_port()
+    stop = (subprocess_server if args.separate_process else thread_server)(port, args.time_scale)
     try:
-        measured, predicted = _measure(f"http://127.0.0.1:{port}", args)
+        measured, predicted = measure(f"http://127.0.0.1:{port}", args.time_scale,
+                                      args.num_prompts, args.rate, args.input_len,
+                                      args.output_len)
     finally:
         stop()
     where = "its own process" if args.separate_process else "this process"
@@ -49,7 +51,10 @@ def main(argv: list[str] | None = None) -> dict:
     return {"measured": measured, "predicted": predicted}
 
 
-def _measure(base: str, args: argparse.Namespace):
+def measure(base: str, time_scale: float, num_prompts: int, rate: float, input_len: int,
+            output_len: int):
+    """(bench serve's summary of the run against `base`, `sim.simulate`'s summary of the
+    same prompts at the client's send times x time_scale)."""
     from experiments.serve.bench import run_requests, summarize
     from experiments.serve.bench_cmd import random_requests
     from experiments.serve.text_codec import PlaceholderCodec
@@ -57,26 +62,26 @@ def _measure(base: str, args: argparse.Namespace):
     from shared.workload import WorkloadRequest
     from sim.simulate import simulate
 
-    spec = argparse.Namespace(num_prompts=args.num_prompts, request_rate=args.rate * args.time_scale,
-                              burstiness=1.0, seed=1, random_input_len=args.input_len,
-                              random_output_len=args.output_len)
+    spec = argparse.Namespace(num_prompts=num_prompts, request_rate=rate * time_scale,
+                              burstiness=1.0, seed=1, random_input_len=input_len,
+                              random_output_len=output_len)
     sent = random_requests(spec)
     outcomes, duration = asyncio.run(run_requests(base, "llama-3-8b", sent))
     codec, first = PlaceholderCodec(128256), min(o.sent_at for o in outcomes)
     w = Workload(tuple(WorkloadRequest(
-        f"r{i}", (o.sent_at - first) * args.time_scale, tuple(codec.encode(r.prompt)),
-        SamplingParams(max_new_tokens=args.output_len, ignore_eos=True))
+        f"r{i}", (o.sent_at - first) * time_scale, tuple(codec.encode(r.prompt)),
+        SamplingParams(max_new_tokens=output_len, ignore_eos=True))
         for i, (o, r) in enumerate(zip(outcomes, sent, strict=True))))
     return summarize(outcomes, duration), simulate(w, model="llama-3-8b", hardware="h100").summary
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def _thread_server(port: int, time_scale: float):
+def thread_server(port: int, time_scale: float):
     import uvicorn
 
     from experiments.serve.cmd import build_app
@@ -97,7 +102,7 @@ def _thread_server(port: int, time_scale: float):
     return stop
 
 
-def _subprocess_server(port: int, time_scale: float):
+def subprocess_server(port: int, time_scale: float):
     import httpx
 
     proc = subprocess.Popen([sys.executable, "-m", "experiments.cli", "serve", "--simulate",

@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     if is_fleet(args):
         return run_fleet(args, workload, run_args)
     result = simulate(workload, **run_args)
-    config = run_config(args, workload, result)
+    config = run_config(args, workload, result.trace, result.slo)
     print_summary(config, result)
     if args.out:
         write_outputs(Path(args.out), config, result, args.save_trace)
@@ -194,15 +194,16 @@ def _slo(args: argparse.Namespace, slo_cls):
     return slo_cls(**limits) if any(v is not None for v in limits.values()) else None
 
 
-def run_config(args: argparse.Namespace, workload, result) -> dict[str, Any]:
-    trace = result.trace
+def run_config(args: argparse.Namespace, workload, trace, slo, **extra: Any) -> dict[str, Any]:
+    """config.json of a run: the workload, model, executor and effective engine config of
+    `trace` (a fleet's or a disaggregated run's first), the SLO, and `extra` fields."""
     return {"command": "simulate", "workload": {"name": workload.name, "config": workload.config,
                                                 "num_requests": len(workload),
                                                 "file": args.workload_file},
-            "model": args.model, "executor": trace.executor, "seed": args.seed,
+            "model": args.model, "executor": trace.executor, "seed": args.seed, **extra,
             "engine_config": trace.engine_config.to_dict(),
             "model_info": trace.model_info.to_dict(),
-            "slo": dataclasses.asdict(result.slo) if result.slo else None}
+            "slo": dataclasses.asdict(slo) if slo else None}
 
 
 def print_summary(config: dict[str, Any], result) -> None:
@@ -236,16 +237,26 @@ def bound_line(steps) -> str:
 
 
 def write_outputs(out: Path, config: dict[str, Any], result, save_trace: bool) -> None:
+    traces = {"trace.jsonl": result.trace} if save_trace else {}
+    write_tables(out, {"requests": result.requests, "steps": result.steps}, config,
+                 result.summary, OUTPUT_FILES, traces)
+
+
+def write_tables(out: Path, frames: dict[str, Any], config: dict[str, Any],
+                 summary: dict[str, Any], stale: tuple[str, ...],
+                 traces: dict[str, Any] | None = None) -> None:
+    """Into `out` (created; the `stale` names of an earlier run removed): each frame as
+    Parquet when pyarrow is importable, else CSV; config.json, summary.json; the traces."""
     out.mkdir(parents=True, exist_ok=True)
-    remove_stale(out, OUTPUT_FILES)
+    remove_stale(out, stale)
     parquet = importlib.util.find_spec("pyarrow") is not None
-    for name, frame in (("requests", result.requests), ("steps", result.steps)):
+    for name, frame in frames.items():
         if parquet:
             frame.to_parquet(out / f"{name}.parquet", index=False)
         else:
             frame.to_csv(out / f"{name}.csv", index=False)
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (out / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
-    if save_trace:
-        result.trace.save(out / "trace.jsonl")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    for name, trace in (traces or {}).items():
+        trace.save(out / name)
     print(f"wrote {out}/", file=sys.stderr)

@@ -12,14 +12,8 @@ decode_instance, transfer), steps (with role, instance), config.json and summary
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import importlib.util
-import json
-import sys
 from pathlib import Path
 from typing import Any
-
-from experiments.output_paths import remove_stale
 
 FLEET_FILES = ("requests.parquet", "requests.csv", "steps.parquet", "steps.csv",
                "replicas.parquet", "replicas.csv", "config.json", "summary.json")
@@ -52,12 +46,13 @@ def is_fleet(args: argparse.Namespace) -> bool:
 
 
 def run_fleet(args: argparse.Namespace, workload, run_args: dict[str, Any]) -> int:
-    from experiments.simulate_cmd import print_summary
+    from experiments.simulate_cmd import print_summary, run_config
     from sim.simulate_fleet import simulate_fleet
 
     kwargs = {k: v for k, v in run_args.items() if k not in ("dp_size", "enable_dp_attention")}
     result = simulate_fleet(workload, replicas=args.dp_size, router=args.router, **kwargs)
-    config = fleet_config(args, workload, result)
+    config = run_config(args, workload, result.traces[0], result.slo,
+                        replicas=args.dp_size, router=args.router)
     print_summary(config, result)
     s = result.summary
     print(f"{s['replicas']} replicas behind {args.router}: load imbalance "
@@ -69,39 +64,17 @@ def run_fleet(args: argparse.Namespace, workload, run_args: dict[str, Any]) -> i
     return 0
 
 
-def fleet_config(args: argparse.Namespace, workload, result) -> dict[str, Any]:
-    trace = result.traces[0]
-    return {"command": "simulate", "workload": {"name": workload.name, "config": workload.config,
-                                                "num_requests": len(workload),
-                                                "file": args.workload_file},
-            "model": args.model, "executor": trace.executor, "seed": args.seed,
-            "replicas": args.dp_size, "router": args.router,
-            "engine_config": trace.engine_config.to_dict(),
-            "model_info": trace.model_info.to_dict(),
-            "slo": dataclasses.asdict(result.slo) if result.slo else None}
-
-
 def write_fleet_outputs(out: Path, config: dict[str, Any], result, save_trace: bool) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    traces = tuple(f"trace-{i}.jsonl" for i in range(len(result.traces)))
-    remove_stale(out, FLEET_FILES + traces)
-    parquet = importlib.util.find_spec("pyarrow") is not None
-    for name in ("requests", "steps", "replicas"):
-        frame = getattr(result, name)
-        if parquet:
-            frame.to_parquet(out / f"{name}.parquet", index=False)
-        else:
-            frame.to_csv(out / f"{name}.csv", index=False)
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (out / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
-    if save_trace:
-        for name, trace in zip(traces, result.traces, strict=True):
-            trace.save(out / name)
-    print(f"wrote {out}/", file=sys.stderr)
+    from experiments.simulate_cmd import write_tables
+
+    names = tuple(f"trace-{i}.jsonl" for i in range(len(result.traces)))
+    traces = dict(zip(names, result.traces, strict=True)) if save_trace else {}
+    write_tables(out, {n: getattr(result, n) for n in ("requests", "steps", "replicas")},
+                 config, result.summary, FLEET_FILES + names, traces)
 
 
 def run_disaggregated(args: argparse.Namespace, workload, run_args: dict[str, Any]) -> int:
-    from experiments.simulate_cmd import print_summary
+    from experiments.simulate_cmd import print_summary, run_config, write_tables
     from sim.simulate_disaggregated import parse_layout, simulate_disaggregated
 
     if args.dp_size > 1:
@@ -114,28 +87,15 @@ def run_disaggregated(args: argparse.Namespace, workload, run_args: dict[str, An
                                     decode_ep=args.decode_ep_size,
                                     prefill_router=args.router, decode_router=args.decode_router,
                                     **kwargs)
-    trace = result.run.prefill_traces[0]
-    config = {"command": "simulate", "workload": {"name": workload.name,
-                                                  "config": workload.config,
-                                                  "num_requests": len(workload),
-                                                  "file": args.workload_file},
-              "model": args.model, "executor": trace.executor, "seed": args.seed,
-              "disaggregate": args.disaggregate, "prefill_tp": args.prefill_tp or args.tp,
-              "decode_tp": args.decode_tp or args.tp, "router": args.router,
-              "decode_router": args.decode_router,
-              "engine_config": trace.engine_config.to_dict(),
-              "slo": dataclasses.asdict(result.slo) if result.slo else None}
+    config = run_config(args, workload, result.run.prefill_traces[0], result.slo,
+                        disaggregate=args.disaggregate, prefill_tp=args.prefill_tp or args.tp,
+                        decode_tp=args.decode_tp or args.tp, router=args.router,
+                        decode_router=args.decode_router)
     print_summary(config, result)
     s = result.summary
     print(f"{prefill} prefill x {decode} decode instances: KV transfer mean "
           f"{s['transfer_mean'] * 1e3:.3f} ms, p90 {s['transfer_p90'] * 1e3:.3f} ms")
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        remove_stale(out, FLEET_FILES)
-        for name in ("requests", "steps"):
-            getattr(result, name).to_csv(out / f"{name}.csv", index=False)
-        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        (out / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
-        print(f"wrote {out}/", file=sys.stderr)
+        write_tables(Path(args.out), {"requests": result.requests, "steps": result.steps},
+                     config, result.summary, FLEET_FILES)
     return 0
