@@ -184,19 +184,26 @@ class Engine:
                 for i, (ids, sp) in enumerate(checked)]
 
     def _checked(self, i: int, prompt: Any, sp: SamplingParams, chat: bool) -> tuple[list[int], SamplingParams]:
-        cfg = self.scheduler.config
         try:
-            ids = self._tokenize(prompt, chat)
-            if sp.stop and self.tokenizer is None:
-                raise InvalidRequestError("stop", sp.stop, "stop strings need a tokenizer")
-            validate_request(ids, sp, vocab_size=self.model_info.vocab_size,
-                             context_len=cfg.context_length, max_total_tokens=cfg.max_total_tokens,
-                             page_size=cfg.page_size)
+            ids = self.tokenize(prompt, chat)
+            self.check_request(ids, sp)
         except InvalidRequestError as e:
             raise InvalidRequestError(e.field, e.value, f"prompt {i}: {e.reason}") from None
         return ids, sp
 
-    def _tokenize(self, prompt: Any, chat: bool) -> list[int] | np.ndarray:
+    def check_request(self, input_ids: Sequence[int] | np.ndarray, sp: SamplingParams) -> None:
+        """Raise InvalidRequestError naming the field unless `make_requests` would take these
+        token ids and params. Reads the config only: any thread may call it."""
+        cfg = self.scheduler.config
+        if sp.stop and self.tokenizer is None:
+            raise InvalidRequestError("stop", sp.stop, "stop strings need a tokenizer")
+        validate_request(input_ids, sp, vocab_size=self.model_info.vocab_size,
+                         context_len=cfg.context_length, max_total_tokens=cfg.max_total_tokens,
+                         page_size=cfg.page_size)
+
+    def tokenize(self, prompt: Any, chat: bool = False) -> list[int] | np.ndarray:
+        """A prompt's token ids: text through the tokenizer (with BOS as the model adds it),
+        with `chat` a message list through the chat template, token ids checked as ints."""
         if chat:
             special = {"bos_token": self._special(self._opened.bos_token_id),
                        "eos_token": self._special((self.model_info.eos_token_ids or (None,))[0])}
@@ -322,6 +329,12 @@ class Engine:
                 raise RuntimeError(f"scheduler stopped with {len(left)} aborted request(s) unfinished")
         if not self.scheduler.reqs:
             self._poll_idle()
+
+    def increment(self, req: Req) -> StreamOutput | None:
+        """Request `req`'s new token ids and text since its last increment (stop strings cut,
+        no partial character), its last one with the finish reason; None when nothing new."""
+        reason = req.finished_reason if req.finished() else None
+        return self.trackers[req.rid].increment(req.rid, 0, req.output_ids, reason)
 
     def _increments(self, reqs: list[Req], index: dict[str, int], rids) -> Iterator[StreamOutput]:
         for rid in rids:

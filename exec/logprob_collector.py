@@ -56,6 +56,11 @@ class LogprobCollector:
                     self._input_top.setdefault(req.rid, []).extend(tops[start : start + n])
             start += n
 
+    def output_logprobs(self, rid: str, start: int, stop: int) -> tuple[float, ...]:
+        """The logprobs of output tokens [start, stop) of request `rid`, collected so far
+        (empty when it asked for none); leaves them in place."""
+        return tuple(self._output.get(rid, ())[start:stop])
+
     def pop(self, req: Req) -> RequestLogprobs:
         """The request's logprobs, in SGLang's layout; forgets them."""
         if not req.return_logprob:

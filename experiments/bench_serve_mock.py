@@ -82,23 +82,33 @@ def free_port() -> int:
 
 
 def thread_server(port: int, time_scale: float):
-    import uvicorn
-
+    """`batchtwin serve --simulate` (Llama-3-8B, H100) on a thread of this process; returns
+    its stop()."""
+    from experiments.cli import build_parser
     from experiments.serve.cmd import build_app
 
-    args = argparse.Namespace(simulate=True, model="llama-3-8b", served_model_name=None,
-                              hardware="h100", tp=1, cost_model=None, time_scale=time_scale,
-                              seed=0, model_path=None)
-    srv = uvicorn.Server(uvicorn.Config(build_app(args), host="127.0.0.1", port=port,
-                                        log_level="warning"))
+    args = build_parser().parse_args(["serve", "--simulate", "--time-scale", f"{time_scale!r}"])
+    return app_thread(build_app(args), port)
+
+
+def app_thread(app, port: int, graceful_s: float | None = None):
+    """Serve `app` with uvicorn on 127.0.0.1:`port` from a thread; returns a stop() that
+    shuts it down (requests still open after `graceful_s` are cancelled; None: waits for
+    them), runs the app's lifespan end and joins the thread."""
+    import uvicorn
+
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                        timeout_graceful_shutdown=graceful_s))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     while not srv.started:
+        if not thread.is_alive():
+            raise RuntimeError(f"the server on port {port} did not start")
         time.sleep(0.05)
 
     def stop() -> None:
         srv.should_exit = True
-        thread.join(timeout=30)
+        thread.join(timeout=60)
     return stop
 
 

@@ -53,7 +53,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     engine_profile_arguments(m)
     fleet_arguments(m)
     workload_arguments(p.add_argument_group("workload"))
-    _engine_arguments(p.add_argument_group("engine (EngineConfig fields)"))
+    engine_arguments(p.add_argument_group("engine (EngineConfig fields)"))
     o = p.add_argument_group("output")
     o.add_argument("--out", default=None, metavar="DIR",
                    help="folder for the tables, config.json and summary.json (created; refused "
@@ -141,7 +141,7 @@ def parallelism_args(args: argparse.Namespace) -> dict[str, Any]:
             "kv_cache_dtype": args.kv_cache_dtype, "expert_zipf": args.expert_zipf}
 
 
-def _engine_arguments(g: argparse._ArgumentGroup) -> None:
+def engine_arguments(g: argparse._ArgumentGroup) -> None:
     """One flag per EngineConfig field (their annotations are strings: 'int | None', ...)."""
     from shared.engine_config import EngineConfig
 

@@ -57,6 +57,11 @@ class KVMemory:
         """KV tokens taken from the allocator (by requests and the prefix cache)."""
         return self.allocator.size - self.allocator.available_size()
 
+    def kv_in_use(self) -> int:
+        """KV tokens requests hold: the prefix cache's unreferenced tokens count as free (as
+        vLLM's kv_cache_usage_perc counts its free cached blocks)."""
+        return self.allocator.size - self.available_plus_evictable()
+
     def alloc_for_extend(self, reqs: list[Req], prefix_lens: np.ndarray | None = None,
                          seq_lens: np.ndarray | None = None) -> np.ndarray:
         """Rows for requests without one, then slots for tokens [prefix, len(fill_ids)) of

@@ -12,6 +12,9 @@ Contract:
 - `abort(rid)`: end the request (its KV freed at the engine's next step); False if unknown.
 - `stats()`: a snapshot for /metrics and /get_server_info; `now()`: the engine's clock in
   seconds (the one `TokenEvent.time` reads: simulated seconds for the simulator).
+- `server_info()`: what /get_server_info reports of the engine (mode, model, its effective
+  config), JSON-ready; `trace()`: the engine's step trace (after `stop()`: the whole run,
+  which `batchtwin replay` takes).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 if TYPE_CHECKING:
     from shared.finish_reason import FinishReason
     from shared.sampling_params import SamplingParams
+    from shared.trace import Trace
 
 
 class TokenEvent(NamedTuple):
@@ -29,6 +33,9 @@ class TokenEvent(NamedTuple):
     finish: FinishReason | None = None     # set on a request's last event
     cached_tokens: int = 0                 # prompt tokens served from the prefix cache
     time: float = 0.0                      # the engine's clock at the event (seconds)
+    text: str | None = None                # their text, when the engine detokenizes (else the
+                                           # server decodes token_ids)
+    logprobs: tuple[float, ...] = ()       # one per token id, when requested and known
 
 
 class EngineStats(NamedTuple):
@@ -61,3 +68,7 @@ class OnlineEngine(Protocol):
     def stats(self) -> EngineStats: ...
 
     def now(self) -> float: ...
+
+    def server_info(self) -> dict: ...
+
+    def trace(self) -> Trace: ...

@@ -13,6 +13,7 @@ function of (seed, rid)); requests end at their max_new_tokens or an abort.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -26,6 +27,7 @@ from shared.req import Req
 
 if TYPE_CHECKING:
     from shared.sampling_params import SamplingParams
+    from shared.trace import Trace
     from sim.simulate import Simulation
 
 IDLE_POLL_S = 0.05
@@ -74,10 +76,19 @@ class SimulatedOnlineEngine:
         return known
 
     def stats(self) -> EngineStats:
-        load, cfg, trace = self._s.scheduler.load(), self._s.scheduler.config, self._s.scheduler.trace
-        used = trace.steps[-1].kv_used_tokens if len(trace) else 0
-        return EngineStats(load.running_requests, load.queued_requests, used,
+        sched = self._s.scheduler
+        load, cfg = sched.load(), sched.config
+        return EngineStats(load.running_requests, load.queued_requests, sched.mem.kv_in_use(),
                            cfg.max_total_tokens, cfg.max_running_requests, cfg.context_length)
+
+    def server_info(self) -> dict:
+        return {"mode": "simulate", "served_model_name": self.model_name,
+                "time_scale": self.time_scale, **self._s.scheduler.trace.executor,
+                **dataclasses.asdict(self._s.scheduler.config)}
+
+    def trace(self) -> Trace:
+        """The run's step trace (`sim.replay` takes it)."""
+        return self._s.scheduler.trace
 
     def wall_now(self) -> float:
         """The wall clock in simulated seconds since start."""

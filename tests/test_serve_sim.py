@@ -3,11 +3,7 @@ streaming, errors by field, and /metrics against the requests sent."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import socket
-import threading
-import time
 
 import pytest
 
@@ -16,34 +12,19 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed")
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from experiments.bench_serve_mock import app_thread, free_port  # noqa: E402
+from experiments.cli import build_parser  # noqa: E402
 from experiments.serve.cmd import build_app  # noqa: E402
 from experiments.serve.text_codec import PlaceholderCodec  # noqa: E402
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    import uvicorn
-
-    args = argparse.Namespace(simulate=True, model="llama-3-8b", served_model_name=None,
-                              hardware="h100", tp=1, cost_model=None, time_scale=20.0, seed=0,
-                              model_path=None)
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(build_app(args), host="127.0.0.1", port=port,
-                                        log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.05)
+    port = free_port()
+    args = build_parser().parse_args(["serve", "--simulate", "--time-scale", "20"])
+    stop = app_thread(build_app(args), port)
     yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=20)
+    stop()
 
 
 def _client(base: str):
@@ -142,8 +123,9 @@ def _metrics(base: str) -> dict[str, float]:
             if not s.name.endswith("_created")}
 
 
-def test_real_mode_is_refused_until_it_is_built(capsys):
+def test_simulator_only_flags_are_refused_in_real_mode(capsys):
+    """--hardware without --simulate is a usage error naming the flag, before anything loads."""
     from experiments.cli import main
 
-    assert main(["serve", "some/model"]) == 1
-    assert "not built yet; use --simulate" in capsys.readouterr().err
+    assert main(["serve", "--hardware", "h100"]) == 1
+    assert "--hardware go(es) with --simulate" in capsys.readouterr().err

@@ -1,36 +1,60 @@
-"""`batchtwin serve --simulate`: an OpenAI-compatible server whose answers come from the
-simulator, paced in wall-clock time (`sim.online_sim`; `--time-scale 10` runs ten times
-faster than the simulated GPU), for testing routers, gateways and clients without GPUs.
+"""`batchtwin serve`: an OpenAI-compatible server (plus SGLang's /generate and
+/get_server_info) run by the real executor or by the simulator.
 
-    batchtwin serve --simulate --model llama-3-70b --hardware h100 --tp 4 --port 8000
+    batchtwin serve                                   # real: SmolLM2-135M-Instruct on CPU
+    batchtwin serve path/to/checkpoint --device cuda  # real: a checkpoint folder or .gguf
+    batchtwin serve --simulate --model llama-3-70b --hardware h100 --tp 4 --time-scale 10
 
-The real executor's mode (`batchtwin serve MODEL_PATH`) is not built yet: the command says so.
-Needs the `serve` extra (FastAPI, uvicorn, prometheus_client).
+Both modes take SGLang's engine flags (the EngineConfig fields: --max-running-requests,
+--chunked-prefill-size, --max-total-tokens, ...). Simulated answers are paced in wall-clock
+time (`sim.online_sim`; `--time-scale 10` runs ten times faster than the simulated GPU), its
+text placeholder tokens (`experiments.serve.text_codec`). Needs the `serve` extra (FastAPI,
+uvicorn, prometheus_client); real mode the `exec` extra too.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from experiments.arg_types import positive_int
+from experiments.arg_types import non_negative_int, positive_int
+from experiments.output_paths import check_output_file
+from experiments.simulate_cmd import engine_args, engine_arguments
 
-HELP = "an OpenAI-compatible server run by the simulator (--simulate)"
+HELP = "an OpenAI-compatible server run by the real executor or the simulator (--simulate)"
 SERVE_HINT = 'batchtwin serve needs the serve extra: pip install -e ".[serve]"'
+DEFAULT_SIM_MODEL = "llama-3-8b"
+DEFAULT_REAL_NAME = "SmolLM2-135M-Instruct"
+SIM_ONLY = ("hardware", "cost_model", "time_scale")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model_path", nargs="?", default=None, help="(real mode: not built yet)")
-    p.add_argument("--simulate", action="store_true", help="answer from the simulator")
-    p.add_argument("--model", default="llama-3-8b", help="embedded key or config.json path")
+    p.add_argument("model_path", nargs="?", default=None,
+                   help="real mode: checkpoint folder or .gguf (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--model", default=None,
+                   help=f"--simulate: embedded key or config.json (default {DEFAULT_SIM_MODEL}); "
+                        "real mode: same as MODEL_PATH")
     p.add_argument("--served-model-name", default=None, help="the name clients ask for")
-    p.add_argument("--hardware", default="h100")
-    p.add_argument("--tp", type=positive_int, default=1)
-    p.add_argument("--cost-model", default=None, metavar="NAME|JSON")
-    p.add_argument("--time-scale", type=float, default=1.0,
-                   help="simulated seconds per wall second (default 1: real time)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=positive_int, default=30000)
+    p.add_argument("--max-queued-requests", type=non_negative_int, default=None,
+                   help="answer 503 (Retry-After) while this many requests wait for a first token")
+    p.add_argument("--trace-out", default=None, metavar="TRACE.jsonl",
+                   help="save the step trace at shutdown (batchtwin replay takes it)")
+    s = p.add_argument_group("simulated mode")
+    s.add_argument("--simulate", action="store_true", help="answer from the simulator")
+    s.add_argument("--hardware", default=None, help="catalogue key or hardware JSON (default h100)")
+    s.add_argument("--tp", type=positive_int, default=1)
+    s.add_argument("--cost-model", default=None, metavar="NAME|JSON")
+    s.add_argument("--time-scale", type=float, default=None,
+                   help="simulated seconds per wall second (default 1: real time)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the simulated tokens")
+    r = p.add_argument_group("real mode")
+    r.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or mps")
+    r.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    r.add_argument("--threads", type=positive_int, default=None, metavar="N", help="torch threads")
+    p.add_argument("--kv-cache-dtype", default="auto",
+                   choices=("auto", "fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16"))
+    engine_arguments(p.add_argument_group("engine (EngineConfig fields)"))
 
 
 def build_app(args: argparse.Namespace):
@@ -39,16 +63,56 @@ def build_app(args: argparse.Namespace):
         from experiments.serve.app import create_app
     except ImportError:
         raise ValueError(SERVE_HINT) from None
+    from experiments.serve.options import ServeOptions
+
+    if args.trace_out:
+        check_output_file(args.trace_out, "--trace-out")
+    engine, codec = (_simulated if args.simulate else _real)(args)
+    return create_app(engine, codec, ServeOptions(args.max_queued_requests, args.trace_out))
+
+
+def _simulated(args: argparse.Namespace):
     from experiments.serve.text_codec import PlaceholderCodec
     from sim.online_sim import SimulatedOnlineEngine
     from sim.simulate import build_simulation
 
-    if not args.simulate:
-        raise ValueError("real mode (batchtwin serve MODEL_PATH) is not built yet; use --simulate")
-    s = build_simulation(model=args.model, hardware=args.hardware, tp=args.tp,
-                         cost_model=args.cost_model, seed=args.seed)
-    engine = SimulatedOnlineEngine(s, args.served_model_name or args.model, args.time_scale)
-    return create_app(engine, PlaceholderCodec(engine.vocab_size))
+    if args.model_path is not None:
+        raise ValueError(f"MODEL_PATH ({args.model_path}) is the real executor's; with --simulate "
+                         "name the model with --model")
+    model = args.model or DEFAULT_SIM_MODEL
+    s = build_simulation(model=model, hardware=args.hardware or "h100", tp=args.tp,
+                         cost_model=args.cost_model, seed=args.seed,
+                         kv_cache_dtype=args.kv_cache_dtype, **engine_args(args))
+    engine = SimulatedOnlineEngine(s, args.served_model_name or model,
+                                   1.0 if args.time_scale is None else args.time_scale)
+    return engine, PlaceholderCodec(engine.vocab_size)
+
+
+def _real(args: argparse.Namespace):
+    given = [f"--{n.replace('_', '-')}" for n in SIM_ONLY if getattr(args, n) is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)} go(es) with --simulate")
+    if args.tp != 1:
+        raise ValueError("the real executor serves on one process (--tp 1); tensor parallelism "
+                         "runs through batchtwin generate --tp")
+    if args.model_path and args.model and args.model != args.model_path:
+        raise ValueError(f"MODEL_PATH {args.model_path!r} and --model {args.model!r} differ; give one")
+    return _real_engine(args, args.model_path or args.model)
+
+
+def _real_engine(args: argparse.Namespace, path: str | None):
+    import torch
+
+    from exec.engine import Engine
+    from exec.online_engine import ExecOnlineEngine
+    from experiments.serve.text_codec import EngineCodec
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    engine = Engine(path, device=args.device, dtype=args.dtype, kv_cache_dtype=args.kv_cache_dtype,
+                    **engine_args(args))
+    name = args.served_model_name or path or DEFAULT_REAL_NAME
+    return ExecOnlineEngine(engine, name, path), EngineCodec(engine)
 
 
 def run(args: argparse.Namespace) -> int:

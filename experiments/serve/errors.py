@@ -7,8 +7,8 @@ from fastapi.responses import JSONResponse
 
 
 def error_response(status: int, message: str, param: str | None = None,
-                   kind: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse(status_code=status, content={"error": {
+                   kind: str = "invalid_request_error", headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(status_code=status, headers=headers, content={"error": {
         "message": message, "type": kind, "param": param, "code": status}})
 
 

@@ -6,6 +6,7 @@ ignores them; a field of the wrong type is a 400 naming it (`experiments.serve.e
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -50,6 +51,10 @@ class SamplingFields(BaseModel):
             top_logprobs_num=self.logprobs or 0)
 
     @property
+    def wants_logprobs(self) -> bool:
+        return self.logprobs is not None
+
+    @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
@@ -67,23 +72,23 @@ class ChatMessage(BaseModel):
 
 class ChatRequest(SamplingFields):
     """`/v1/chat/completions`; `max_completion_tokens` (OpenAI's newer name) wins over
-    `max_tokens`."""
+    `max_tokens`; `logprobs` is a flag here and `top_logprobs` the count."""
 
     messages: list[ChatMessage]
     max_completion_tokens: int | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = None
 
     def sampling_params(self) -> SamplingParams:
-        params = super().sampling_params()
+        params = dataclasses.replace(super().sampling_params(), return_logprob=self.logprobs,
+                                     top_logprobs_num=self.top_logprobs or 0)
         if self.max_completion_tokens is None:
             return params
-        import dataclasses
-
         return dataclasses.replace(params, max_new_tokens=self.max_completion_tokens)
 
-    def prompt_text(self) -> str:
-        """The placeholder chat template: each message as `<|role|>` and its content, then
-        the assistant's turn (a model's own template needs its tokenizer)."""
-        return "".join(f"<|{m.role}|>\n{m.content}\n" for m in self.messages) + "<|assistant|>\n"
+    @property
+    def wants_logprobs(self) -> bool:
+        return self.logprobs
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached: int) -> dict[str, Any]:

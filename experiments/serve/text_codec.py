@@ -1,15 +1,25 @@
-"""`PlaceholderCodec`: text to token ids and back for a simulated model without a tokenizer.
+"""Text to token ids and back, for the server: `EngineCodec` (the real executor's tokenizer
+and chat template) and `PlaceholderCodec` (a simulated model without a tokenizer).
 
-A prompt is cut into chunks of CHARS_PER_TOKEN characters (the common estimate: one token is
-about four characters of English text), each chunk's id a hash of it (BLAKE2b, so a shared
-text prefix gives shared leading ids, and the radix cache sees the reuse a real tokenizer
-would); a token id reads back as " t<id>".
+`PlaceholderCodec` cuts a prompt into chunks of CHARS_PER_TOKEN characters (the common
+estimate: one token is about four characters of English text), each chunk's id a hash of it
+(BLAKE2b, so a shared text prefix gives shared leading ids, and the radix cache sees the
+reuse a real tokenizer would); a token id reads back as " t<id>". Its chat template puts
+each message as `<|role|>` and its content, then the assistant's turn.
+
+Both raise InvalidRequestError naming the field for a prompt they cannot encode.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from shared.invalid_request import InvalidRequestError
+
+if TYPE_CHECKING:
+    from exec.engine import Engine
 
 CHARS_PER_TOKEN = 4
 
@@ -23,5 +33,32 @@ class PlaceholderCodec:
         return [int.from_bytes(hashlib.blake2b(c.encode(), digest_size=8).digest(), "little")
                 % self.vocab_size for c in chunks]
 
+    def encode_chat(self, messages: list[dict]) -> list[int]:
+        text = "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages) + "<|assistant|>\n"
+        return self.encode(text)
+
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(f" t{i}" for i in ids)
+
+
+class EngineCodec:
+    """The Engine's own tokenizer (BOS as the model adds it) and chat template; a model
+    without a tokenizer takes token-id prompts only and reads back as placeholder text."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._tokenizer = engine.tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._engine.tokenize(text))
+
+    def encode_chat(self, messages: list[dict]) -> list[int]:
+        try:
+            return list(self._engine.tokenize(messages, chat=True))
+        except ValueError as e:   # no chat template, or it refused the messages
+            raise InvalidRequestError("messages", None, str(e)) from None
+
+    def decode(self, ids: Sequence[int]) -> str:
+        if self._tokenizer is None:
+            return "".join(f" t{i}" for i in ids)
+        return self._tokenizer.decode(list(ids), skip_special_tokens=True)

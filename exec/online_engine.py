@@ -1,0 +1,174 @@
+"""`ExecOnlineEngine`: the real executor as an online engine (`shared.online_engine`): an
+`exec.Engine` stepped on a thread of its own beside the server's event loop, so that no
+request blocks another and the server never waits on a forward.
+
+Only the engine's thread touches the Engine. The server's threads validate (`submit` reads
+the config only) and post to an inbox; the thread admits what arrived before each step,
+steps, and sends every request its new tokens and text (the Engine's detokenizer: stop
+strings cut, no partial character) with their logprobs when asked for. `stop()` aborts what
+is in flight, steps until the scheduler is idle (its idle check: no leaked KV slot or
+request row) and joins the thread; an error that killed the thread is raised there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+from shared.finish_reason import FinishReason
+from shared.online_engine import EngineStats, TokenEvent
+
+if TYPE_CHECKING:
+    from exec.engine import Engine
+    from shared.req import Req
+    from shared.sampling_params import SamplingParams
+    from shared.trace import Trace
+
+IDLE_POLL_S = 0.05
+SHUTDOWN = "the server is shutting down"
+
+
+class Listener(NamedTuple):
+    req: Req
+    on_event: Callable[[TokenEvent], None]
+
+
+class Submitted(NamedTuple):
+    rid: str
+    input_ids: list[int]
+    params: SamplingParams
+    arrival: float
+    on_event: Callable[[TokenEvent], None]
+
+
+class ExecOnlineEngine:
+    def __init__(self, engine: Engine, model_name: str, model_path: str | None = None) -> None:
+        self._e, self.model_name, self._model_path = engine, model_name, model_path
+        self.vocab_size = engine.model_info.vocab_size
+        self.context_length = engine.scheduler.config.context_length
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._listeners: dict[str, Listener] = {}
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._stats = self._snapshot()
+
+    # --- the server's side (any thread) --------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="exec-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise RuntimeError(f"the engine's thread failed: {self._error!r}") from self._error
+
+    def submit(self, rid: str, input_ids: Sequence[int], params: SamplingParams,
+               on_event: Callable[[TokenEvent], None]) -> None:
+        if self._error is not None or self._stopping:
+            raise RuntimeError("the engine is not serving (stopped or failed)")
+        self._e.check_request(input_ids, params)
+        self._inbox.put(Submitted(rid, list(input_ids), params, self._e.now(), on_event))
+        self._wake.set()
+
+    def abort(self, rid: str) -> bool:
+        known = rid in self._listeners
+        self._inbox.put(rid)
+        self._wake.set()
+        return known
+
+    def stats(self) -> EngineStats:
+        return self._stats   # NOTE: published by the engine's thread after each turn
+
+    def now(self) -> float:
+        return self._e.now()
+
+    def server_info(self) -> dict:
+        cfg = self._e.scheduler.config
+        return {"mode": "exec", "model_path": self._model_path, "served_model_name": self.model_name,
+                **self._e.trace.executor, **dataclasses.asdict(cfg)}
+
+    def trace(self) -> Trace:
+        return self._e.trace
+
+    # --- the engine's thread -----------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while self._turn():
+                pass
+        except BaseException as e:  # NOTE: every open request learns of it, then stop() raises
+            self._error = e
+            self._fail_all(f"the engine failed: {e!r}")
+
+    def _turn(self) -> bool:
+        """Admit, step once, send what is new; False once stopping and idle."""
+        self._drain_inbox()
+        if self._stopping:
+            self._abort_all()
+        step = self._e.step()
+        if step is None:   # NOTE: overlap: this poll processed the last step's result
+            self._e.scheduler.take_finished()
+        self._emit()
+        self._stats = self._snapshot()
+        if step is not None:
+            return True
+        if self._stopping and self._e.scheduler.is_idle():
+            self._e.drain()
+            return False
+        self._wake.wait(IDLE_POLL_S)
+        self._wake.clear()
+        return True
+
+    def _drain_inbox(self) -> None:
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, Submitted):
+                self._admit(item)
+            elif item in self._listeners:
+                self._e.scheduler.abort(item)
+
+    def _admit(self, s: Submitted) -> None:
+        req = self._e.make_requests([s.input_ids], [s.params], rids=[s.rid], arrivals=[s.arrival])[0]
+        self._e.scheduler.add_request(req)
+        self._listeners[s.rid] = Listener(req, s.on_event)
+
+    def _abort_all(self) -> None:
+        for listener in self._listeners.values():
+            if not listener.req.finished():
+                self._e.scheduler.abort(listener.req.rid, SHUTDOWN)
+
+    def _emit(self) -> None:
+        for rid, (req, on_event) in list(self._listeners.items()):
+            chunk = self._e.increment(req)
+            if chunk is None:
+                continue
+            sent = len(req.output_ids) - len(chunk.token_ids)
+            logprobs = self._e.logprobs.output_logprobs(rid, sent, len(req.output_ids))
+            on_event(TokenEvent(tuple(chunk.token_ids), chunk.finish_reason, req.cached_tokens,
+                                self._e.now(), chunk.text, logprobs))
+            if chunk.finished:
+                del self._listeners[rid]
+                self._e.forget(req)
+
+    def _fail_all(self, message: str) -> None:
+        for rid, (req, on_event) in list(self._listeners.items()):
+            on_event(TokenEvent((), FinishReason.by_abort(message), req.cached_tokens, self._e.now()))
+            del self._listeners[rid]
+
+    def _snapshot(self) -> EngineStats:
+        sched = self._e.scheduler
+        load, cfg = sched.load(), sched.config
+        return EngineStats(load.running_requests, load.queued_requests, sched.mem.kv_in_use(),
+                           cfg.max_total_tokens, cfg.max_running_requests, cfg.context_length)

@@ -1,0 +1,69 @@
+"""`Answer`: one OpenAI request's answer (`/v1/completions`, `/v1/chat/completions`), whole
+or as server-sent events ending in `data: [DONE]` (with `stream_options.include_usage` a
+last chunk carrying usage). The text is the engine's own (stop strings cut) when it
+detokenizes, else the codec's decoding of the token ids. A client that goes away mid-stream
+aborts its request, and its KV is freed at the engine's next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from experiments.serve.frontend import Submitted
+from experiments.serve.metrics import ServerMetrics
+from experiments.serve.openai_request import usage
+from shared.online_engine import OnlineEngine, TokenEvent
+
+
+class Answer:
+    def __init__(self, engine: OnlineEngine, codec, metrics: ServerMetrics, style,
+                 request: Submitted, meta: dict, want_logprobs: bool) -> None:
+        self.engine, self.codec, self.metrics, self.style = engine, codec, metrics, style
+        self.request, self.meta, self.want_logprobs = request, meta, want_logprobs
+
+    def text(self, event: TokenEvent) -> str:
+        return event.text if event.text is not None else self.codec.decode(event.token_ids)
+
+    def logprobs(self, token_ids, values: tuple[float, ...]):
+        if not self.want_logprobs:
+            return None
+        return self.style.logprobs([self.codec.decode([t]) for t in token_ids], values)
+
+    async def whole(self) -> dict:
+        tokens, values, text, last = [], (), "", None
+        async for event in self.request.stream.events():
+            self.metrics.event(self.request.rid, event)
+            tokens += event.token_ids
+            values += event.logprobs
+            text += self.text(event)
+            last = event
+        choice = self.style.choice(text, finish_reason(last), self.logprobs(tokens, values))
+        return {**self.meta, "object": self.style.object, "choices": [choice],
+                "usage": usage(self.request.prompt_len, len(tokens), last.cached_tokens)}
+
+    async def sse(self, include_usage: bool) -> AsyncIterator[str]:
+        count, meta = 0, {**self.meta, "object": self.style.chunk_object}
+        try:
+            async for event in self.request.stream.events():
+                self.metrics.event(self.request.rid, event)
+                choice = self.style.delta(self.text(event), finish_reason(event), count == 0,
+                                          self.logprobs(event.token_ids, event.logprobs))
+                count += len(event.token_ids)
+                yield f"data: {json.dumps({**meta, 'choices': [choice]})}\n\n"
+                if event.finish is not None and include_usage:
+                    tail = {**meta, "choices": [],
+                            "usage": usage(self.request.prompt_len, count, event.cached_tokens)}
+                    yield f"data: {json.dumps(tail)}\n\n"
+            yield "data: [DONE]\n\n"
+        except asyncio.CancelledError:   # NOTE: the client went away: free its KV
+            self.engine.abort(self.request.rid)
+            raise
+
+
+def finish_reason(event: TokenEvent | None) -> str | None:
+    """OpenAI's finish_reason: "length", "stop", or "abort" (as vLLM reports an abort)."""
+    if event is None or event.finish is None:
+        return None
+    return {"length": "length", "stop": "stop"}.get(event.finish.type, "abort")
