@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from shared.invalid_request import InvalidRequestError
 from shared.model_runner import RunnerOutput
 from shared.req import Req
 from shared.sampling_params import SEED_MAX, SEED_MIN, SamplingParams, is_int_type
+from shared.schedule_batch import ScheduleBatch
 from shared.scheduler import Scheduler
 from shared.trace import Trace
 from shared.validation import token_array, validate_request
@@ -350,26 +351,29 @@ class Engine:
         while self.scheduler.pending is not None and self.step() is not None:
             pass
 
-    def step(self, now: float | None = None) -> tuple[ForwardBatch, list[Req]] | None:
+    def step(self, now: float | None = None,
+             on_processed: Callable[[], object] | None = None) -> tuple[ForwardBatch, list[Req]] | None:
         """One scheduler step: schedule (at `now`, default the clock), forward (under the
         overlap schedule on the worker thread, while the last step's result is processed),
-        sample, stop strings, results. A forward or sampling that raises is run again
-        without the requests it fails for, which end aborted with the error
-        (exec.failing_steps). Returns the ForwardBatch that ran and the requests finished,
-        or None when nothing ran."""
+        sample, stop strings, results. `on_processed()` runs on this thread right after the
+        last step's result is processed, before this step's forward is done (a server
+        streams the tokens it appended then, as SGLang's does while the GPU runs the next
+        batch). A forward or sampling that raises is run again without the requests it
+        fails for, which end aborted with the error (exec.failing_steps). Returns the
+        ForwardBatch that ran and the requests finished, or None when nothing ran."""
         with self._busy():
             self._abort_abandoned()
-            return self._step(self.now() if now is None else now)
+            return self._step(self.now() if now is None else now, on_processed)
 
-    def _step(self, now: float) -> tuple[ForwardBatch, list[Req]] | None:
+    def _step(self, now: float, on_processed=None) -> tuple[ForwardBatch, list[Req]] | None:
         sched = self.scheduler
         batch = sched.schedule_next(now)
-        if batch is None:
-            batch = sched.process_last(None)  # nothing to overlap the last result with
+        if batch is None:  # nothing to overlap the last result with
+            batch = self._process_last(None, on_processed)
             if batch is None:
                 return None
         fb = ForwardBatch.init_new(batch)
-        work = None if sched.pending is None else (lambda: sched.process_last(batch))
+        work = None if sched.pending is None else (lambda: self._process_last(batch, on_processed))
         try:
             out, ids = self._forward_and_sample(fb, work)
         except RunnerError as e:
@@ -380,6 +384,12 @@ class Engine:
         self.logprobs.collect(batch, fb, out, self.runner.last_sample)
         stops = self._stop_hits(batch, ids)
         return fb, sched.process_batch_result(batch, out, ids, self.now(), stops)
+
+    def _process_last(self, inflight: ScheduleBatch | None, on_processed) -> ScheduleBatch | None:
+        batch = self.scheduler.process_last(inflight)
+        if on_processed is not None:
+            on_processed()
+        return batch
 
     def _forward_and_sample(self, fb: ForwardBatch, work=None) -> tuple[RunnerOutput, np.ndarray]:
         """The runner's forward of `fb` (on the worker thread while `work()`, the last

@@ -5,7 +5,9 @@ request blocks another and the server never waits on a forward.
 Only the engine's thread touches the Engine. The server's threads validate (`submit` reads
 the config only) and post to an inbox; the thread admits what arrived before each step,
 steps, and sends every request its new tokens and text (the Engine's detokenizer: stop
-strings cut, no partial character) with their logprobs when asked for. `stop()` aborts what
+strings cut, no partial character) with their logprobs when asked for, as soon as a step's
+result is processed (under the overlap schedule, while the next forward runs, as SGLang
+streams while the GPU runs the next batch). `stop()` aborts what
 is in flight, steps until the scheduler is idle (its idle check: no leaked KV slot or
 request row) and joins the thread; an error that killed the thread is raised there.
 """
@@ -19,7 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from shared.finish_reason import FinishReason
-from shared.online_engine import EngineStats, TokenEvent
+from shared.invalid_request import InvalidRequestError
+from shared.online_engine import EngineStats, EngineUnavailable, TokenEvent
 
 if TYPE_CHECKING:
     from exec.engine import Engine
@@ -74,7 +77,8 @@ class ExecOnlineEngine:
     def submit(self, rid: str, input_ids: Sequence[int], params: SamplingParams,
                on_event: Callable[[TokenEvent], None]) -> None:
         if self._error is not None or self._stopping:
-            raise RuntimeError("the engine is not serving (stopped or failed)")
+            raise EngineUnavailable("the engine is not serving: it " + (
+                f"failed ({self._error!r})" if self._error is not None else "is shutting down"))
         self._e.check_request(input_ids, params)
         self._inbox.put(Submitted(rid, list(input_ids), params, self._e.now(), on_event))
         self._wake.set()
@@ -114,7 +118,7 @@ class ExecOnlineEngine:
         self._drain_inbox()
         if self._stopping:
             self._abort_all()
-        step = self._e.step()
+        step = self._e.step(on_processed=self._emit)
         if step is None:   # NOTE: overlap: this poll processed the last step's result
             self._e.scheduler.take_finished()
         self._emit()
@@ -140,8 +144,12 @@ class ExecOnlineEngine:
                 self._e.scheduler.abort(item)
 
     def _admit(self, s: Submitted) -> None:
-        req = self._e.make_requests([s.input_ids], [s.params], rids=[s.rid], arrivals=[s.arrival])[0]
-        self._e.scheduler.add_request(req)
+        try:
+            req = self._e.make_requests([s.input_ids], [s.params], rids=[s.rid], arrivals=[s.arrival])[0]
+            self._e.scheduler.add_request(req)
+        except InvalidRequestError as e:   # NOTE: e.g. its rid is taken; the others go on
+            s.on_event(TokenEvent((), FinishReason.by_abort(str(e)), 0, self._e.now()))
+            return
         self._listeners[s.rid] = Listener(req, s.on_event)
 
     def _abort_all(self) -> None:

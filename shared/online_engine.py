@@ -6,7 +6,8 @@ Contract:
 - `start()` / `stop()`: the engine's own thread, beside the server's event loop; `stop()`
   aborts what is still in flight, drains the scheduler and runs its idle leak check.
 - `submit(rid, input_ids, params, on_event)` validates the request and queues it, or raises
-  InvalidRequestError naming the field (nothing queued, nothing else disturbed). The engine
+  InvalidRequestError naming the field (nothing queued, nothing else disturbed), or
+  EngineUnavailable once it stopped or failed (the server answers 503). The engine
   then calls `on_event(TokenEvent)` from its thread for every batch of new tokens of that
   request, the last one with its finish reason (a stop, the length, an abort).
 - `abort(rid)`: end the request (its KV freed at the engine's next step); False if unknown.
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
     from shared.finish_reason import FinishReason
     from shared.sampling_params import SamplingParams
     from shared.trace import Trace
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine takes no new requests: it is stopping, stopped, or its thread failed."""
 
 
 class TokenEvent(NamedTuple):

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from shared.finish_reason import FinishReason
 from shared.forward_batch import ForwardBatch
-from shared.online_engine import EngineStats, TokenEvent
+from shared.invalid_request import InvalidRequestError
+from shared.online_engine import EngineStats, EngineUnavailable, TokenEvent
 from shared.req import Req
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class SimulatedOnlineEngine:
 
     def submit(self, rid: str, input_ids: Sequence[int], params: SamplingParams,
                on_event: Callable[[TokenEvent], None]) -> None:
+        if self._stopping:
+            raise EngineUnavailable("the engine is not serving: it is shutting down")
         req = Req(rid, list(input_ids), params, arrival_time=self.wall_now())
         self._s.scheduler.check_request(req)   # NOTE: reads the config only: thread-safe
         self._inbox.put(("submit", req, on_event))
@@ -138,10 +141,17 @@ class SimulatedOnlineEngine:
             except queue.Empty:
                 return
             if kind == "submit":
-                sched.add_request(item)
-                self._listeners[item.rid] = (item, on_event, [0])
+                self._admit(item, on_event)
             elif item in self._listeners:
                 sched.abort(item)
+
+    def _admit(self, req: Req, on_event: Callable[[TokenEvent], None]) -> None:
+        try:
+            self._s.scheduler.add_request(req)
+        except InvalidRequestError as e:   # NOTE: e.g. its rid is taken; the others go on
+            on_event(TokenEvent((), FinishReason.by_abort(str(e)), 0, self._now))
+            return
+        self._listeners[req.rid] = (req, on_event, [0])
 
     def _abort_all(self) -> None:
         for rid, (req, _, _) in list(self._listeners.items()):

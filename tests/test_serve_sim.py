@@ -129,3 +129,86 @@ def test_simulator_only_flags_are_refused_in_real_mode(capsys):
 
     assert main(["serve", "--hardware", "h100"]) == 1
     assert "--hardware go(es) with --simulate" in capsys.readouterr().err
+
+
+def _started(argv: list[str]):
+    """(base url, stop()) of `batchtwin serve --simulate ARGV` on a free port."""
+    port = free_port()
+    return f"http://127.0.0.1:{port}", app_thread(build_app(build_parser().parse_args(
+        ["serve", "--simulate", *argv])), port)
+
+
+def test_generate_and_server_info_answer_in_sglangs_shape(server):
+    """/generate gives SGLang's text, output_ids and meta_info; /get_server_info the engine's
+    config and its internal state."""
+    import httpx
+
+    r = httpx.post(f"{server}/generate", json={
+        "text": "hello " * 8, "sampling_params": {"max_new_tokens": 5}}).json()
+    assert len(r["output_ids"]) == 5 and r["meta_info"]["completion_tokens"] == 5
+    assert r["meta_info"]["finish_reason"]["type"] == "length"
+    info = httpx.get(f"{server}/get_server_info").json()
+    assert info["served_model_name"] == "llama-3-8b" and "max_running_requests" in info
+    assert info["internal_states"][0]["num_running_reqs"] >= 0
+
+
+def test_a_full_queue_answers_503_with_a_retry_hint_and_then_serves_again():
+    """With --max-queued-requests 1, a request beside one still waiting for its first token
+    gets 503 and Retry-After; the waiting one completes, and a later one is served."""
+    import threading
+    import time
+
+    import httpx
+
+    base, stop = _started(["--max-queued-requests", "1", "--time-scale", "0.005"])
+    body = {"model": "llama-3-8b", "prompt": "slow " * 8, "max_tokens": 1}
+    first: list[httpx.Response] = []
+    try:
+        t = threading.Thread(target=lambda: first.append(
+            httpx.post(f"{base}/v1/completions", json=body, timeout=60)))
+        t.start()
+        while not sum(_metrics(base)[f"vllm:num_requests_{s}"] for s in ("running", "waiting")):
+            time.sleep(0.01)
+        refused = httpx.post(f"{base}/v1/completions", json=body)
+        t.join()
+        again = httpx.post(f"{base}/v1/completions", json=body, timeout=60)
+    finally:
+        stop()
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
+    assert "max-queued-requests" in refused.json()["error"]["message"]
+    assert first[0].status_code == 200 and again.status_code == 200
+
+
+def test_a_served_runs_trace_out_replays(tmp_path):
+    """--trace-out saves the served run's step trace at shutdown; batchtwin replay reads it
+    and finds every request."""
+    from experiments.cli import main
+
+    trace = tmp_path / "served.jsonl"
+    base, stop = _started(["--time-scale", "50", "--trace-out", str(trace)])
+    try:
+        for i in range(3):
+            _client(base).completions.create(model="llama-3-8b", prompt=f"r{i} " * 30, max_tokens=4)
+    finally:
+        stop()
+    from shared.trace import Trace
+
+    assert len(Trace.load(trace).requests) == 3
+    assert main(["replay", str(trace), "--no-plot", "--hardware", "h100"]) == 0
+
+
+def test_requests_after_the_engine_stopped_get_503_not_a_server_error():
+    """Once the engine stopped (shutting down, or its thread failed) a request is answered
+    503 naming why, not a 500."""
+    from fastapi.testclient import TestClient
+
+    from experiments.serve.app import create_app
+    from sim.online_sim import SimulatedOnlineEngine
+    from sim.simulate import build_simulation
+
+    engine = SimulatedOnlineEngine(build_simulation(model="llama-3-8b", hardware="h100"), "m", 50.0)
+    with TestClient(create_app(engine, PlaceholderCodec(engine.vocab_size))) as client:
+        assert client.post("/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 2}).status_code == 200
+        engine.stop()
+        r = client.post("/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 2})
+    assert r.status_code == 503 and "shutting down" in r.json()["error"]["message"]

@@ -19,7 +19,7 @@ from experiments.serve.errors import error_response
 from experiments.serve.metrics import ServerMetrics
 from experiments.serve.options import ServeOptions
 from shared.invalid_request import InvalidRequestError
-from shared.online_engine import OnlineEngine, TokenEvent
+from shared.online_engine import EngineUnavailable, OnlineEngine, TokenEvent
 from shared.sampling_params import SamplingParams
 
 # NOTE: the spec's names for the fields OpenAI's schema calls otherwise
@@ -87,5 +87,8 @@ class Frontend:
             self._unstarted.discard(rid)
             field = names.get(e.field, e.field)
             return error_response(400, str(e).replace(e.field, field, 1), field)
+        except EngineUnavailable as e:
+            self._unstarted.discard(rid)
+            return error_response(503, str(e), None, "service_unavailable")
         self.metrics.submitted(rid, len(prompt), self.engine.now())
         return Submitted(rid, len(prompt), stream)

@@ -1,0 +1,59 @@
+"""Both online engines (`shared.online_engine`), driven directly as a server drives them: a
+request the scheduler refuses on the engine's thread ends aborted with the reason, and the
+engine goes on serving the others."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from shared.sampling_params import SamplingParams
+from sim.online_sim import SimulatedOnlineEngine
+from sim.simulate import build_simulation
+
+
+def _sim_engine():
+    return SimulatedOnlineEngine(build_simulation(model="llama-3-8b", hardware="h100"), "m", 100.0)
+
+
+def _exec_engine(tiny_checkpoint):
+    from exec.engine import Engine
+    from exec.online_engine import ExecOnlineEngine
+
+    return ExecOnlineEngine(Engine(tiny_checkpoint("llama")[0], max_total_tokens=1024), "m")
+
+
+class Collected:
+    """One request's events; `done` is set at its last."""
+
+    def __init__(self) -> None:
+        self.events, self.done = [], threading.Event()
+
+    def __call__(self, event) -> None:
+        self.events.append(event)
+        if event.finish is not None:
+            self.done.set()
+
+
+@pytest.mark.parametrize("kind", ["sim", "exec"])
+def test_a_taken_rid_is_aborted_with_its_reason_and_the_engine_serves_on(kind, tiny_checkpoint):
+    """A second request under a rid still running ends aborted naming the rid; the first,
+    and one submitted after, complete with all their tokens."""
+    if kind == "exec":
+        pytest.importorskip("torch")
+    engine = _sim_engine() if kind == "sim" else _exec_engine(tiny_checkpoint)
+    params = SamplingParams(max_new_tokens=6, ignore_eos=True)
+    first, twin, later = Collected(), Collected(), Collected()
+    engine.start()
+    try:
+        engine.submit("a", [5, 6, 7], params, first)
+        engine.submit("a", [5, 6, 8], params, twin)
+        assert twin.done.wait(30) and first.done.wait(30)
+        engine.submit("b", [9, 10], params, later)
+        assert later.done.wait(30)
+    finally:
+        engine.stop()
+    assert twin.events[-1].finish.type == "abort" and "rid" in twin.events[-1].finish.message
+    for c in (first, later):
+        assert sum(len(e.token_ids) for e in c.events) == 6 and c.events[-1].finish.type == "length"
