@@ -56,7 +56,7 @@ def measure(base: str, time_scale: float, num_prompts: int, rate: float, input_l
     """(bench serve's summary of the run against `base`, `sim.simulate`'s summary of the
     same prompts at the client's send times x time_scale)."""
     from experiments.serve.bench import run_requests, summarize
-    from experiments.serve.bench_cmd import random_requests
+    from experiments.serve.bench_datasets import random_requests
     from experiments.serve.text_codec import PlaceholderCodec
     from shared import SamplingParams, Workload
     from shared.workload import WorkloadRequest

@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _requests(args: argparse.Namespace):
-    from experiments.serve.bench_cmd import random_requests
+    from experiments.serve.bench_datasets import random_requests
 
     return random_requests(argparse.Namespace(
         num_prompts=args.num_prompts, request_rate=args.rate, burstiness=1.0, seed=1,

@@ -4,6 +4,7 @@ streaming, errors by field, and /metrics against the requests sent."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
@@ -212,3 +213,40 @@ def test_requests_after_the_engine_stopped_get_503_not_a_server_error():
         engine.stop()
         r = client.post("/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 2})
     assert r.status_code == 503 and "shutting down" in r.json()["error"]["message"]
+
+
+def test_bench_serve_shared_prefix_hits_the_servers_prefix_cache(server, capsys):
+    """bench serve's shared-prefix dataset completes against the simulated server, and the
+    server's prefix cache counts hits: the groups' system prompts arrive as shared text."""
+    from experiments.cli import main
+
+    before = _metrics(server)
+    assert main(["bench", "serve", "--base-url", server, "--model", "llama-3-8b",
+                 "--dataset-name", "shared-prefix", "--gsp-num-groups", "2",
+                 "--gsp-prompts-per-group", "6", "--gsp-system-prompt-len", "256",
+                 "--gsp-question-len", "16", "--gsp-output-len", "4", "--request-rate", "40"]) == 0
+    assert re.search(r"Successful requests:\s+12\s", capsys.readouterr().out)
+    after = _metrics(server)
+    hits = after["vllm:prefix_cache_hits_total"] - before.get("vllm:prefix_cache_hits_total", 0)
+    assert hits >= 5 * 256   # NOTE: of 10 * 256 at most; a prompt beside its group's first prefill misses
+
+
+def test_a_client_that_gives_up_on_a_whole_answer_frees_its_kv():
+    """A non-streamed request whose client disconnects is aborted at once (not decoded to
+    its 2000th token): the server shows nothing running and no KV in use."""
+    import time
+
+    import httpx
+
+    base, stop = _started(["--time-scale", "1"])
+    try:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{base}/v1/completions", timeout=0.5, json={
+                "model": "llama-3-8b", "prompt": "long " * 50, "max_tokens": 2000, "ignore_eos": True})
+        deadline = time.monotonic() + 5
+        while _metrics(base)["vllm:num_requests_running"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        gauges = _metrics(base)
+    finally:
+        stop()
+    assert gauges["vllm:num_requests_running"] == 0 and gauges["vllm:kv_cache_usage_perc"] == 0

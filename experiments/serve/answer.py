@@ -59,6 +59,7 @@ class Answer:
             yield "data: [DONE]\n\n"
         except asyncio.CancelledError:   # NOTE: the client went away: free its KV
             self.engine.abort(self.request.rid)
+            self.metrics.forget(self.request.rid)
             raise
 
 

@@ -20,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from experiments.serve.answer import Answer
+from experiments.serve.disconnect import unless_disconnected
 from experiments.serve.errors import error_response, validation_error_response
 from experiments.serve.frontend import Frontend
 from experiments.serve.metrics import ServerMetrics
@@ -64,21 +65,21 @@ def create_app(engine: OnlineEngine, codec, options: ServeOptions | None = None)
         return Response(body, media_type=content_type)
 
     @app.post("/v1/completions")
-    async def completions(body: CompletionRequest):
+    async def completions(body: CompletionRequest, request: Request):
         prompt = body.prompt
         encode = (lambda: codec.encode(prompt)) if isinstance(prompt, str) else (lambda: list(prompt))
-        return await _serve(front, body, encode, TextStyle)
+        return await _serve(front, request, body, encode, TextStyle)
 
     @app.post("/v1/chat/completions")
-    async def chat(body: ChatRequest):
+    async def chat(body: ChatRequest, request: Request):
         messages = [m.model_dump() for m in body.messages]
-        return await _serve(front, body, lambda: codec.encode_chat(messages), ChatStyle)
+        return await _serve(front, request, body, lambda: codec.encode_chat(messages), ChatStyle)
 
     add_sglang_routes(app, front)
     return app
 
 
-async def _serve(front: Frontend, body: SamplingFields, encode, style):
+async def _serve(front: Frontend, request: Request, body: SamplingFields, encode, style):
     refused = front.check_model(body.model)
     if refused is not None:
         return refused
@@ -91,4 +92,4 @@ async def _serve(front: Frontend, body: SamplingFields, encode, style):
     answer = Answer(front.engine, front.codec, front.metrics, style, got, meta, body.wants_logprobs)
     if body.stream:
         return StreamingResponse(answer.sse(body.include_usage), media_type="text/event-stream")
-    return await answer.whole()
+    return await unless_disconnected(request, answer.whole(), lambda: front.abandon(got.rid))

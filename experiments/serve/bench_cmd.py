@@ -3,10 +3,10 @@
     batchtwin bench serve --base-url http://127.0.0.1:30000 --model llama-3-8b \
         --dataset-name random --num-prompts 200 --request-rate 8 --save-result
 
-`--dataset-name random`: prompts of `--random-input-len` words of four characters (about one
-token each for batchtwin's placeholder codec and for BPE tokenizers), `--random-output-len`
-tokens each (ignore_eos); `--request-rate` (inf: all at once) with `--burstiness` (gamma
-shape, 1: Poisson), `--max-concurrency`, `--seed`. Prints vLLM's result table and with
+`--dataset-name random|sharegpt-like|shared-prefix` (`experiments.serve.bench_datasets`:
+prompts of four-character words, one token each for batchtwin's placeholder codec, output
+lengths sent as max_tokens with ignore_eos); `--request-rate` (inf: all at once) with
+`--burstiness` (gamma shape, 1: Poisson), `--max-concurrency`, `--seed`. Prints vLLM's result table and with
 `--save-result` writes its JSON fields (`--result-filename`, default
 `batchtwin-{rate}qps-{model}.json`); `--goodput ttft:MS tpot:MS e2el:MS` adds
 request_goodput (requests meeting every limit / duration).
@@ -20,9 +20,8 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
-
 from experiments.arg_types import positive_int
+from experiments.serve.bench_datasets import add_dataset_arguments, dataset_requests
 
 HELP = "benchmark an OpenAI-compatible server as `vllm bench serve` does"
 ROWS = (("ttft", "Time to First Token", "TTFT"),
@@ -35,10 +34,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     s = sub.add_parser("serve", help="benchmark a running server")
     s.add_argument("--base-url", required=True)
     s.add_argument("--model", required=True)
-    s.add_argument("--dataset-name", choices=("random",), default="random")
     s.add_argument("--num-prompts", type=positive_int, default=1000)
-    s.add_argument("--random-input-len", type=positive_int, default=1024)
-    s.add_argument("--random-output-len", type=positive_int, default=128)
+    add_dataset_arguments(s)
     s.add_argument("--request-rate", type=float, default=math.inf)
     s.add_argument("--burstiness", type=float, default=1.0)
     s.add_argument("--max-concurrency", type=positive_int, default=None)
@@ -48,27 +45,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     s.add_argument("--result-filename", default=None)
 
 
-def random_requests(args: argparse.Namespace):
-    """The prompts and send times `--dataset-name random` describes."""
-    from experiments.serve.bench import Sent
-    from shared.workload import arrival_times
-
-    rng = np.random.default_rng(args.seed)
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    times = arrival_times(rng, args.num_prompts, args.request_rate, args.burstiness)
-    out = []
-    for i in range(args.num_prompts):
-        words = rng.choice(letters, size=(args.random_input_len, 3))
-        prompt = "".join("".join(w) + " " for w in words)
-        out.append(Sent(prompt, args.random_output_len, float(times[i])))
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     from experiments.serve.bench import run_requests, summarize
 
     limits = parse_goodput(args.goodput)
-    requests = random_requests(args)
+    requests = dataset_requests(args)
     outcomes, duration = asyncio.run(run_requests(args.base_url, args.model, requests,
                                                   args.max_concurrency))
     result = summarize(outcomes, duration)

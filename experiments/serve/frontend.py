@@ -68,6 +68,12 @@ class Frontend:
         return error_response(404, f"model {model!r} does not exist (serving "
                                    f"{self.engine.model_name!r})", "model", "not_found_error")
 
+    def abandon(self, rid: str) -> None:
+        """Its client went away: abort the request (its KV is freed at the engine's next
+        step) and stop counting it."""
+        self.engine.abort(rid)
+        self.metrics.forget(rid)
+
     def submit(self, prefix: str, encode: Callable[[], list[int]], params: Callable[[], SamplingParams],
                names: dict[str, str] = OPENAI_FIELDS) -> Submitted | JSONResponse:
         """Encode, check and submit one request (`names`: the endpoint's names for the

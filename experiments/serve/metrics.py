@@ -39,6 +39,10 @@ class ServerMetrics:
     def submitted(self, rid: str, prompt_len: int, now: float) -> None:
         self._open[rid] = [now, now, prompt_len]
 
+    def forget(self, rid: str) -> None:
+        """The request's client went away: nothing more of it is counted."""
+        self._open.pop(rid, None)
+
     def event(self, rid: str, e: TokenEvent) -> None:
         m = self.engine.model_name
         state = self._open.get(rid)

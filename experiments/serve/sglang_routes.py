@@ -15,10 +15,11 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
+from experiments.serve.disconnect import unless_disconnected
 from experiments.serve.errors import error_response
 from experiments.serve.frontend import Frontend, Submitted
 from shared.invalid_request import InvalidRequestError
@@ -46,7 +47,7 @@ def add_sglang_routes(app: FastAPI, front: Frontend) -> None:
                                      "kv_cache_usage": s.kv_usage}]}
 
     @app.post("/generate")
-    async def generate(body: GenerateRequest):
+    async def generate(body: GenerateRequest, request: Request):
         if isinstance(body.text, list) or (body.input_ids and isinstance(body.input_ids[0], list)):
             return error_response(400, "a batch of prompts is not supported: send one "
                                        "/generate request per prompt", "text")
@@ -58,7 +59,7 @@ def add_sglang_routes(app: FastAPI, front: Frontend) -> None:
         answer = GenerateAnswer(front, got)
         if body.stream:
             return StreamingResponse(answer.sse(), media_type="text/event-stream")
-        return await answer.whole()
+        return await unless_disconnected(request, answer.whole(), lambda: front.abandon(got.rid))
 
 
 def _prompt(front: Frontend, body: GenerateRequest) -> list[int]:
@@ -110,7 +111,7 @@ class GenerateAnswer:
                 yield f"data: {json.dumps(self.add(event))}\n\n"
             yield "data: [DONE]\n\n"
         except asyncio.CancelledError:   # NOTE: the client went away: free its KV
-            self.front.engine.abort(self.request.rid)
+            self.front.abandon(self.request.rid)
             raise
 
 
