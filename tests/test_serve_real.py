@@ -146,14 +146,22 @@ def test_text_and_chat_answers_are_engine_generates(smollm):
 
 
 def test_bench_serve_runs_a_bounded_load_against_the_real_server(smollm, capsys):
-    """`batchtwin bench serve` sends 40 requests at 8 req/s and every one completes."""
+    """`batchtwin bench serve` sends 40 requests at 8 req/s and every one completes; /metrics'
+    success, generation and prompt counters grow by exactly what bench serve counted."""
     served, _ = smollm
     from experiments.cli import main
 
     argv = ["bench", "serve", "--base-url", served.base, "--model", NAME, "--num-prompts", "40",
             "--request-rate", "8", "--random-input-len", "24", "--random-output-len", "8"]
+    before = _gauges(served.base)
     assert main(argv) == 0
-    assert re.search(r"Successful requests:\s+40\s", capsys.readouterr().out)
+    out, after = capsys.readouterr().out, _gauges(served.base)
+    assert re.search(r"Successful requests:\s+40\s", out)
+    grew = {k: after[k] - before.get(k, 0) for k in ("vllm:request_success_total",
+                                                      "vllm:generation_tokens_total", "vllm:prompt_tokens_total")}
+    sent_in = int(re.search(r"Total input tokens:\s+(\d+)", out).group(1))
+    assert grew == {"vllm:request_success_total": 40, "vllm:generation_tokens_total": 320,
+                    "vllm:prompt_tokens_total": sent_in}
 
 
 def test_clients_that_disconnect_free_their_kv(served):

@@ -231,6 +231,22 @@ def test_bench_serve_shared_prefix_hits_the_servers_prefix_cache(server, capsys)
     assert hits >= 5 * 256   # NOTE: of 10 * 256 at most; a prompt beside its group's first prefill misses
 
 
+@pytest.mark.parametrize(("body", "param", "says"), [
+    (b"{not json", None, "not valid JSON"),
+    (b"[1, 2]", None, "the request body: "),
+    (b'{"model": "llama-3-8b", "prompt": {"a": 1}}', "prompt", "valid string; or"),
+])
+def test_a_body_that_is_not_a_request_gets_a_400_naming_the_problem(server, body, param, says):
+    """Malformed JSON, a non-object, a prompt of no allowed type: 400 with OpenAI's error
+    body naming the field (none for the body as a whole) and what was wrong."""
+    import httpx
+
+    r = httpx.post(f"{server}/v1/completions", content=body, headers={"content-type": "application/json"})
+    error = r.json()["error"]
+    assert r.status_code == 400 and error["type"] == "invalid_request_error"
+    assert error["param"] == param and says in error["message"]
+
+
 def test_a_client_that_gives_up_on_a_whole_answer_frees_its_kv():
     """A non-streamed request whose client disconnects is aborted at once (not decoded to
     its 2000th token): the server shows nothing running and no KV in use."""
