@@ -426,11 +426,12 @@ class Engine:
         text = self.trackers[req.rid].final_text(req.output_ids, req.finished_reason)
         self.forget(req)
         return GenerateOutput(
-            req.rid, text, list(req.output_ids), req.finished_reason, lp.input_token_logprobs,
-            lp.input_top_logprobs, lp.output_token_logprobs,
-            {"prompt_tokens": len(req.origin_input_ids), "cached_tokens": rec.cached_tokens,
-             "completion_tokens": len(req.output_ids), "ttft": rec.first_token_time - rec.arrival_time,
-             "e2e": rec.finish_time - rec.arrival_time})
+            rid=req.rid, text=text, token_ids=list(req.output_ids), finish_reason=req.finished_reason,
+            input_token_logprobs=lp.input_token_logprobs, input_top_logprobs=lp.input_top_logprobs,
+            output_token_logprobs=lp.output_token_logprobs, output_top_logprobs=lp.output_top_logprobs,
+            meta={"prompt_tokens": len(req.origin_input_ids), "cached_tokens": rec.cached_tokens,
+                  "completion_tokens": len(req.output_ids),
+                  "ttft": rec.first_token_time - rec.arrival_time, "e2e": rec.finish_time - rec.arrival_time})
 
     def forget(self, req: Req) -> None:
         """Drop a request's stop-string and logprob bookkeeping (its result was returned)."""

@@ -12,7 +12,8 @@ from shared.finish_reason import FinishReason
 class GenerateOutput:
     """`text` is None when the model has no tokenizer. `input_token_logprobs` (when asked)
     has one entry per prompt token from `logprob_start_len`, the first None (nothing
-    predicts it), as SGLang; `output_token_logprobs` one per generated token.
+    predicts it), as SGLang; `output_token_logprobs` one per generated token, and with
+    `top_logprobs_num` > 0 `output_top_logprobs` its top (token id, logprob) pairs.
     `meta`: prompt_tokens, cached_tokens, completion_tokens, ttft and e2e (seconds)."""
 
     rid: str
@@ -23,3 +24,4 @@ class GenerateOutput:
     input_top_logprobs: list[Any] | None = None
     output_token_logprobs: list[float] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    output_top_logprobs: list[Any] | None = None

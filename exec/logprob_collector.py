@@ -21,6 +21,7 @@ class RequestLogprobs(NamedTuple):
     input_token_logprobs: list[float | None] | None
     input_top_logprobs: list[Any] | None
     output_token_logprobs: list[float] | None
+    output_top_logprobs: list[Any] | None = None   # per output token, (token id, logprob) pairs
 
 
 class LogprobCollector:
@@ -28,6 +29,7 @@ class LogprobCollector:
         self._input: dict[str, list[float]] = {}
         self._input_top: dict[str, list[Any]] = {}
         self._output: dict[str, list[float]] = {}
+        self._output_top: dict[str, list[Any]] = {}
 
     def collect(self, batch: ScheduleBatch, fb: ForwardBatch, out: RunnerOutput, sample: Any) -> None:
         """Call after `sample`, before `process_batch_result` (chunk counters still set)."""
@@ -36,13 +38,19 @@ class LogprobCollector:
         if out.input_token_logprobs is not None:
             self._collect_input(batch, fb, out)
         values = sample.next_token_logprobs.tolist()
-        for req, value in zip(batch.reqs, values, strict=True):
+        for req, value, top in zip(batch.reqs, values, sample.top_logprobs, strict=True):
             if req.return_logprob and req.is_chunked == 0 and not req.finished():
-                kept = self._output.setdefault(req.rid, [])
-                # NOTE: one value per output token: under overlap a retraction discards the
-                # token of a step not processed yet, and its value with it
-                del kept[len(req.output_ids):]
-                kept.append(value)
+                self._keep(self._output, req, value)
+                if req.sampling_params.top_logprobs_num > 0:
+                    self._keep(self._output_top, req, top)
+
+    @staticmethod
+    def _keep(store: dict[str, list[Any]], req: Req, value: Any) -> None:
+        kept = store.setdefault(req.rid, [])
+        # NOTE: one value per output token: under overlap a retraction discards the token
+        # of a step not processed yet, and its value with it
+        del kept[len(req.output_ids):]
+        kept.append(value)
 
     def _collect_input(self, batch: ScheduleBatch, fb: ForwardBatch, out: RunnerOutput) -> None:
         counts = (fb.extend_seq_lens - fb.extend_logprob_start_lens).tolist()
@@ -61,6 +69,11 @@ class LogprobCollector:
         (empty when it asked for none); leaves them in place."""
         return tuple(self._output.get(rid, ())[start:stop])
 
+    def output_top_logprobs(self, rid: str, start: int, stop: int) -> tuple[Any, ...]:
+        """Output tokens [start, stop)'s top (token id, logprob) pairs, most likely first
+        (empty when the request asked for no top logprobs)."""
+        return tuple(self._output_top.get(rid, ())[start:stop])
+
     def pop(self, req: Req) -> RequestLogprobs:
         """The request's logprobs, in SGLang's layout; forgets them."""
         if not req.return_logprob:
@@ -69,4 +82,4 @@ class LogprobCollector:
         tops = self._input_top.pop(req.rid, None)
         return RequestLogprobs([None, *rows[:-1]] if rows else [],
                                [None, *tops[:-1]] if tops else None,
-                               self._output.pop(req.rid, []))
+                               self._output.pop(req.rid, []), self._output_top.pop(req.rid, None))

@@ -163,9 +163,10 @@ class ExecOnlineEngine:
             if chunk is None:
                 continue
             sent = len(req.output_ids) - len(chunk.token_ids)
-            logprobs = self._e.logprobs.output_logprobs(rid, sent, len(req.output_ids))
+            collected, end = self._e.logprobs, len(req.output_ids)
             on_event(TokenEvent(tuple(chunk.token_ids), chunk.finish_reason, req.cached_tokens,
-                                self._e.now(), chunk.text, logprobs))
+                                self._e.now(), chunk.text, collected.output_logprobs(rid, sent, end),
+                                collected.output_top_logprobs(rid, sent, end)))
             if chunk.finished:
                 del self._listeners[rid]
                 self._e.forget(req)

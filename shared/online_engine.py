@@ -41,6 +41,8 @@ class TokenEvent(NamedTuple):
     text: str | None = None                # their text, when the engine detokenizes (else the
                                            # server decodes token_ids)
     logprobs: tuple[float, ...] = ()       # one per token id, when requested and known
+    top_logprobs: tuple = ()               # per token id, its top (token id, logprob) pairs,
+                                           # most likely first, when requested and known
 
 
 class EngineStats(NamedTuple):

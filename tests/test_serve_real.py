@@ -47,6 +47,9 @@ class Served:
     def client(self):
         return openai.AsyncOpenAI(base_url=f"{self.base}/v1", api_key="none", max_retries=0)
 
+    def sync_client(self):
+        return openai.OpenAI(base_url=f"{self.base}/v1", api_key="none", max_retries=0)
+
 
 @pytest.fixture(scope="module")
 def served(tiny_checkpoint):
@@ -115,6 +118,26 @@ def test_generate_answers_in_sglangs_shape(served):
     assert events[-1] == "[DONE]" and json.loads(events[-2])["output_ids"] == whole["output_ids"]
     info = httpx.get(f"{served.base}/get_server_info").json()
     assert info["mode"] == "exec" and info["max_total_tokens"] == 2048
+
+
+def test_logprobs_and_top_logprobs_are_engine_generates(tiny_checkpoint, served):
+    """logprobs=3 on a greedy completion (and top_logprobs_num on /generate) gives each
+    token's logprob and its three best alternatives as a fresh Engine.generate reports them."""
+    params = {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True, "return_logprob": True,
+              "top_logprobs_num": 3}
+    ref = Engine(tiny_checkpoint("llama")[0], max_total_tokens=2048).generate(PROMPTS[5], params)
+    r = httpx.post(f"{served.base}/v1/completions", timeout=30, json={
+        "model": NAME, "prompt": PROMPTS[5], "max_tokens": 6, "temperature": 0, "ignore_eos": True,
+        "logprobs": 3}).json()["choices"][0]["logprobs"]
+    assert r["token_logprobs"] == pytest.approx(ref.output_token_logprobs, abs=1e-4)
+    assert [list(d) for d in r["top_logprobs"]] == [[f" t{t}" for t, _ in top] for top in ref.output_top_logprobs]
+    assert [v for d in r["top_logprobs"] for v in d.values()] == pytest.approx(
+        [lp for top in ref.output_top_logprobs for _, lp in top], abs=1e-4)
+    g = httpx.post(f"{served.base}/generate", timeout=30, json={
+        "input_ids": PROMPTS[5], "return_logprob": True,
+        "sampling_params": {k: v for k, v in params.items() if k != "return_logprob"}}).json()
+    assert [[t for _, t, _ in top] for top in g["meta_info"]["output_top_logprobs"]] == \
+        [[t for t, _ in top] for top in ref.output_top_logprobs]
 
 
 @pytest.fixture(scope="module")
@@ -226,3 +249,14 @@ def test_shutdown_aborts_streams_in_flight_and_leaves_no_kv(tiny_checkpoint, tmp
     from experiments.cli import main
 
     assert main(["replay", str(trace), "--no-plot", "--hardware", "h100"]) == 0
+
+
+def test_chat_top_logprobs_lead_with_the_greedy_token(smollm):
+    """A greedy chat answer with top_logprobs=2 lists two alternatives per token, the first
+    the token chosen, at its own logprob."""
+    served, _ = smollm
+    r = served.sync_client().chat.completions.create(
+        model=NAME, messages=CHAT, max_tokens=4, temperature=0, logprobs=True, top_logprobs=2)
+    for entry in r.choices[0].logprobs.content:
+        assert len(entry.top_logprobs) == 2 and entry.top_logprobs[0].token == entry.token
+        assert entry.top_logprobs[0].logprob == pytest.approx(entry.logprob, abs=1e-5)

@@ -26,20 +26,23 @@ class Answer:
     def text(self, event: TokenEvent) -> str:
         return event.text if event.text is not None else self.codec.decode(event.token_ids)
 
-    def logprobs(self, token_ids, values: tuple[float, ...]):
+    def logprobs(self, token_ids, values: tuple[float, ...], tops: tuple = ()):
         if not self.want_logprobs:
             return None
-        return self.style.logprobs([self.codec.decode([t]) for t in token_ids], values)
+        word = self.codec.decode
+        alternatives = [[(word([t]), lp) for t, lp in top] for top in tops] or [[] for _ in token_ids]
+        return self.style.logprobs([word([t]) for t in token_ids], values, alternatives)
 
     async def whole(self) -> dict:
-        tokens, values, text, last = [], (), "", None
+        tokens, values, tops, text, last = [], (), (), "", None
         async for event in self.request.stream.events():
             self.metrics.event(self.request.rid, event)
             tokens += event.token_ids
             values += event.logprobs
+            tops += event.top_logprobs
             text += self.text(event)
             last = event
-        choice = self.style.choice(text, finish_reason(last), self.logprobs(tokens, values))
+        choice = self.style.choice(text, finish_reason(last), self.logprobs(tokens, values, tops))
         return {**self.meta, "object": self.style.object, "choices": [choice],
                 "usage": usage(self.request.prompt_len, len(tokens), last.cached_tokens)}
 
@@ -49,7 +52,8 @@ class Answer:
             async for event in self.request.stream.events():
                 self.metrics.event(self.request.rid, event)
                 choice = self.style.delta(self.text(event), finish_reason(event), count == 0,
-                                          self.logprobs(event.token_ids, event.logprobs))
+                                          self.logprobs(event.token_ids, event.logprobs,
+                                                        event.top_logprobs))
                 count += len(event.token_ids)
                 yield f"data: {json.dumps({**meta, 'choices': [choice]})}\n\n"
                 if event.finish is not None and include_usage:

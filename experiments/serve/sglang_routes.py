@@ -4,7 +4,8 @@
 names, `stream`, `return_logprob`) for one prompt (a batch of prompts is refused: send one
 request each) and answers `{"text", "output_ids", "meta_info"}` with `meta_info` as SGLang's
 (`id`, `finish_reason` as a dict, `prompt_tokens`, `completion_tokens`, `cached_tokens`,
-`e2e_latency`, and `output_token_logprobs` when asked for). Streamed, each server-sent event
+`e2e_latency`, and `output_token_logprobs` when asked for, `output_top_logprobs` with
+`top_logprobs_num`). Streamed, each server-sent event
 carries the text and ids so far (SGLang's default, not increments), then `data: [DONE]`.
 """
 
@@ -81,12 +82,13 @@ class GenerateAnswer:
     def __init__(self, front: Frontend, request: Submitted) -> None:
         self.front, self.request = front, request
         self.ids: list[int] = []
-        self.text, self.logprobs, self.start = "", [], front.engine.now()
+        self.text, self.logprobs, self.tops, self.start = "", [], [], front.engine.now()
 
     def add(self, event) -> dict:
         self.front.metrics.event(self.request.rid, event)
         self.ids += event.token_ids
         self.logprobs += event.logprobs
+        self.tops += event.top_logprobs
         self.text += event.text if event.text is not None else self.front.codec.decode(event.token_ids)
         return self.body(event)
 
@@ -97,6 +99,8 @@ class GenerateAnswer:
                 "cached_tokens": event.cached_tokens, "e2e_latency": event.time - self.start}
         if self.logprobs:
             meta["output_token_logprobs"] = [[v, t, None] for v, t in zip(self.logprobs, self.ids, strict=False)]
+        if self.tops:
+            meta["output_top_logprobs"] = [[[lp, t, None] for t, lp in top] for top in self.tops]
         return {"text": self.text, "output_ids": list(self.ids), "meta_info": meta}
 
     async def whole(self) -> dict:
