@@ -266,3 +266,32 @@ def test_a_client_that_gives_up_on_a_whole_answer_frees_its_kv():
     finally:
         stop()
     assert gauges["vllm:num_requests_running"] == 0 and gauges["vllm:kv_cache_usage_perc"] == 0
+
+
+def test_a_simulated_model_with_a_tokenizer_counts_and_writes_with_it(tmp_path):
+    """--model FOLDER with a tokenizer.json beside config.json: prompt_tokens is that
+    tokenizer's count and the answer is its text, not placeholders."""
+    import json
+
+    import httpx
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from sim.model_shapes import embedded_configs
+
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    tok.train_from_iterator(["the capital of France is Paris", "a server streams tokens"] * 20,
+                            tokenizers.trainers.BpeTrainer(vocab_size=300, special_tokens=["[UNK]"]))
+    tok.save(str(tmp_path / "tokenizer.json"))
+    config = {**embedded_configs()["llama-3-8b"], "vocab_size": tok.get_vocab_size(),
+              "eos_token_id": 0, "bos_token_id": 0}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    base, stop = _started(["--model", str(tmp_path), "--served-model-name", "m", "--time-scale", "50"])
+    prompt = "the capital of France is"
+    try:
+        r = httpx.post(f"{base}/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 6}).json()
+    finally:
+        stop()
+    assert r["usage"]["prompt_tokens"] == len(tok.encode(prompt).ids)
+    assert r["usage"]["completion_tokens"] == 6 and not re.search(r" t\d", r["choices"][0]["text"])

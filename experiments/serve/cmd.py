@@ -72,7 +72,7 @@ def build_app(args: argparse.Namespace):
 
 
 def _simulated(args: argparse.Namespace):
-    from experiments.serve.text_codec import PlaceholderCodec
+    from experiments.serve.text_codec import simulated_codec
     from sim.online_sim import SimulatedOnlineEngine
     from sim.simulate import build_simulation
 
@@ -85,7 +85,7 @@ def _simulated(args: argparse.Namespace):
                          kv_cache_dtype=args.kv_cache_dtype, **engine_args(args))
     engine = SimulatedOnlineEngine(s, args.served_model_name or model,
                                    1.0 if args.time_scale is None else args.time_scale)
-    return engine, PlaceholderCodec(engine.vocab_size)
+    return engine, simulated_codec(model, engine.vocab_size)
 
 
 def _real(args: argparse.Namespace):

@@ -1,11 +1,13 @@
 """Text to token ids and back, for the server: `EngineCodec` (the real executor's tokenizer
-and chat template) and `PlaceholderCodec` (a simulated model without a tokenizer).
+and chat template), `TokenizerCodec` (a simulated model whose folder holds a tokenizer.json)
+and `PlaceholderCodec` (a simulated model without one); `simulated_codec` picks for a model.
 
 `PlaceholderCodec` cuts a prompt into chunks of CHARS_PER_TOKEN characters (the common
 estimate: one token is about four characters of English text), each chunk's id a hash of it
 (BLAKE2b, so a shared text prefix gives shared leading ids, and the radix cache sees the
 reuse a real tokenizer would); a token id reads back as " t<id>". Its chat template puts
-each message as `<|role|>` and its content, then the assistant's turn.
+each message as `<|role|>` and its content, then the assistant's turn; `TokenizerCodec`
+tokenizes that same text (the model's own chat template is the real executor's).
 
 Both raise InvalidRequestError naming the field for a prompt they cannot encode.
 """
@@ -13,7 +15,9 @@ Both raise InvalidRequestError naming the field for a prompt they cannot encode.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shared.invalid_request import InvalidRequestError
@@ -34,11 +38,48 @@ class PlaceholderCodec:
                 % self.vocab_size for c in chunks]
 
     def encode_chat(self, messages: list[dict]) -> list[int]:
-        text = "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages) + "<|assistant|>\n"
-        return self.encode(text)
+        return self.encode(placeholder_chat(messages))
 
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(f" t{i}" for i in ids)
+
+
+def placeholder_chat(messages: list[dict]) -> str:
+    return "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages) + "<|assistant|>\n"
+
+
+class TokenizerCodec:
+    """A tokenizer.json through the `tokenizers` package: prompt lengths and answer text
+    as the model's tokenizer gives them (special tokens skipped in answers)."""
+
+    def __init__(self, path: str | Path) -> None:
+        from tokenizers import Tokenizer
+
+        self._tokenizer = Tokenizer.from_file(str(path))
+
+    def encode(self, text: str) -> list[int]:
+        return self._tokenizer.encode(text).ids
+
+    def encode_chat(self, messages: list[dict]) -> list[int]:
+        return self.encode(placeholder_chat(messages))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+def simulated_codec(model: str, vocab_size: int) -> PlaceholderCodec | TokenizerCodec:
+    """The codec of a simulated `model` (an embedded key, a config.json or its folder): the
+    tokenizer.json beside its config when there is one, else placeholders."""
+    path = Path(model)
+    found = (path if path.is_dir() else path.parent) / "tokenizer.json"
+    if not (path.exists() and found.is_file()):
+        return PlaceholderCodec(vocab_size)
+    try:
+        return TokenizerCodec(found)
+    except ImportError:
+        warnings.warn(f"{found} needs the tokenizers package (pip install -e \".[exec]\"); "
+                      "serving placeholder tokens", stacklevel=2)
+        return PlaceholderCodec(vocab_size)
 
 
 class EngineCodec:
