@@ -8,7 +8,8 @@ The engine's clock is simulated seconds: it advances by each step's price, and w
 with the wall clock (x time_scale); a request arrives at the engine's time of submission. A
 step whose host work outlasts its scaled price lets the clock catch up with the wall (the
 host cannot run faster than itself). Tokens come from the simulation's token source (a pure
-function of (seed, rid)); requests end at their max_new_tokens or an abort.
+function of (seed, rid)); requests end at their max_new_tokens or an abort, or with
+`output_lengths` (`sim.output_lengths`) at a length drawn per request, with the EOS.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from shared.req import Req
 if TYPE_CHECKING:
     from shared.sampling_params import SamplingParams
     from shared.trace import Trace
+    from sim.output_lengths import OutputLengths
     from sim.simulate import Simulation
 
 IDLE_POLL_S = 0.05
@@ -36,7 +38,8 @@ IDLE_POLL_S = 0.05
 
 class SimulatedOnlineEngine:
     def __init__(self, simulation: Simulation, model_name: str, time_scale: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 output_lengths: OutputLengths | None = None) -> None:
         if not time_scale > 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
         self._s, self.model_name, self.time_scale, self._clock = simulation, model_name, time_scale, clock
@@ -47,6 +50,7 @@ class SimulatedOnlineEngine:
         self._listeners: dict[str, tuple[Req, Callable[[TokenEvent], None], list[int]]] = {}
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._lengths, self._ends = output_lengths, {}   # rid -> its drawn answer length
         self._t0 = 0.0
         self._now = 0.0
 
@@ -130,6 +134,8 @@ class SimulatedOnlineEngine:
             time.sleep(delay)
         self._now = end
         ids = runner.sample(out, fb)
+        if self._ends:
+            ids = self._lengths.with_eos(batch.reqs, ids, self._ends)
         sched.process_batch_result(batch, out, ids, end, finished=self._s.token_source.finished(batch, ids))
         self._emit()
 
@@ -152,6 +158,8 @@ class SimulatedOnlineEngine:
             on_event(TokenEvent((), FinishReason.by_abort(str(e)), 0, self._now))
             return
         self._listeners[req.rid] = (req, on_event, [0])
+        if self._lengths is not None and not req.sampling_params.ignore_eos:
+            self._ends[req.rid] = self._lengths.length(req.rid)
 
     def _abort_all(self) -> None:
         for rid, (req, _, _) in list(self._listeners.items()):
@@ -172,3 +180,4 @@ class SimulatedOnlineEngine:
             on_event(TokenEvent(tuple(new), reason, req.cached_tokens, self._now))
             if done:
                 del self._listeners[rid]
+                self._ends.pop(rid, None)

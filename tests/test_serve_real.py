@@ -26,6 +26,7 @@ from experiments.serve.app import create_app  # noqa: E402
 from experiments.serve.options import ServeOptions  # noqa: E402
 from experiments.serve.text_codec import EngineCodec  # noqa: E402
 from tests.engine_checks import assert_idle_and_leak_free  # noqa: E402
+from tests.serve_helpers import metric_samples  # noqa: E402
 
 NAME = "tiny"
 PROMPTS = [[*[11, 12, 13, 14, 15, 16][: 1 + i % 6], 30 + i, 40 + (i * 7) % 200] for i in range(32)]
@@ -176,9 +177,9 @@ def test_bench_serve_runs_a_bounded_load_against_the_real_server(smollm, capsys)
 
     argv = ["bench", "serve", "--base-url", served.base, "--model", NAME, "--num-prompts", "40",
             "--request-rate", "8", "--random-input-len", "24", "--random-output-len", "8"]
-    before = _gauges(served.base)
+    before = metric_samples(served.base)
     assert main(argv) == 0
-    out, after = capsys.readouterr().out, _gauges(served.base)
+    out, after = capsys.readouterr().out, metric_samples(served.base)
     assert re.search(r"Successful requests:\s+40\s", out)
     grew = {k: after[k] - before.get(k, 0) for k in ("vllm:request_success_total",
                                                       "vllm:generation_tokens_total", "vllm:prompt_tokens_total")}
@@ -207,17 +208,10 @@ def test_clients_that_disconnect_free_their_kv(served):
 
     asyncio.run(main())
     deadline = time.monotonic() + 20
-    while _gauges(served.base)["vllm:num_requests_running"] and time.monotonic() < deadline:
+    while metric_samples(served.base)["vllm:num_requests_running"] and time.monotonic() < deadline:
         time.sleep(0.05)
-    gauges = _gauges(served.base)
+    gauges = metric_samples(served.base)
     assert gauges["vllm:num_requests_running"] == 0 and gauges["vllm:kv_cache_usage_perc"] == 0
-
-
-def _gauges(base: str) -> dict[str, float]:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = httpx.get(f"{base}/metrics").text
-    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
 
 
 def test_shutdown_aborts_streams_in_flight_and_leaves_no_kv(tiny_checkpoint, tmp_path):
@@ -238,7 +232,7 @@ def test_shutdown_aborts_streams_in_flight_and_leaves_no_kv(tiny_checkpoint, tmp
     threads = [threading.Thread(target=stream) for _ in range(4)]
     for t in threads:
         t.start()
-    while _gauges(s.base)["vllm:num_requests_running"] < 4:
+    while metric_samples(s.base)["vllm:num_requests_running"] < 4:
         time.sleep(0.02)
     s.stop()
     for t in threads:

@@ -24,7 +24,7 @@ HELP = "an OpenAI-compatible server run by the real executor or the simulator (-
 SERVE_HINT = 'batchtwin serve needs the serve extra: pip install -e ".[serve]"'
 DEFAULT_SIM_MODEL = "llama-3-8b"
 DEFAULT_REAL_NAME = "SmolLM2-135M-Instruct"
-SIM_ONLY = ("hardware", "cost_model", "time_scale")
+SIM_ONLY = ("hardware", "cost_model", "time_scale", "output_len_median", "output_len_sigma")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -48,6 +48,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     s.add_argument("--time-scale", type=float, default=None,
                    help="simulated seconds per wall second (default 1: real time)")
     s.add_argument("--seed", type=int, default=0, help="seed of the simulated tokens")
+    s.add_argument("--output-len-median", type=positive_int, default=None, metavar="TOKENS",
+                   help="answers end with EOS at a lognormal length of this median (default: "
+                        "at max_tokens); ignore_eos requests run to max_tokens")
+    s.add_argument("--output-len-sigma", type=float, default=None,
+                   help="sigma of that lognormal (default 1.0, ShareGPT's shape)")
     r = p.add_argument_group("real mode")
     r.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or mps")
     r.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
@@ -84,8 +89,24 @@ def _simulated(args: argparse.Namespace):
                          cost_model=args.cost_model, seed=args.seed,
                          kv_cache_dtype=args.kv_cache_dtype, **engine_args(args))
     engine = SimulatedOnlineEngine(s, args.served_model_name or model,
-                                   1.0 if args.time_scale is None else args.time_scale)
-    return engine, simulated_codec(model, engine.vocab_size)
+                                   1.0 if args.time_scale is None else args.time_scale,
+                                   output_lengths=_output_lengths(args, s.scheduler.model_info))
+    return engine, simulated_codec(model, engine.vocab_size, s.scheduler.model_info.eos_token_ids)
+
+
+def _output_lengths(args: argparse.Namespace, info):
+    from shared.length_dist import LogNormal
+    from sim.output_lengths import OutputLengths
+
+    if args.output_len_median is None:
+        if args.output_len_sigma is not None:
+            raise ValueError("--output-len-sigma goes with --output-len-median")
+        return None
+    if not info.eos_token_ids:
+        raise ValueError("--output-len-median ends answers with the model's EOS; this model "
+                         "config names none (eos_token_id)")
+    sigma = 1.0 if args.output_len_sigma is None else args.output_len_sigma
+    return OutputLengths(LogNormal(args.output_len_median, sigma), info.eos_token_ids[0], args.seed)
 
 
 def _real(args: argparse.Namespace):

@@ -29,8 +29,10 @@ CHARS_PER_TOKEN = 4
 
 
 class PlaceholderCodec:
-    def __init__(self, vocab_size: int) -> None:
-        self.vocab_size = vocab_size
+    """`special_ids` (the model's EOS) read back as no text, as a tokenizer skips them."""
+
+    def __init__(self, vocab_size: int, special_ids: Sequence[int] = ()) -> None:
+        self.vocab_size, self._special = vocab_size, frozenset(int(i) for i in special_ids)
 
     def encode(self, text: str) -> list[int]:
         chunks = [text[i:i + CHARS_PER_TOKEN] for i in range(0, len(text), CHARS_PER_TOKEN)]
@@ -41,7 +43,7 @@ class PlaceholderCodec:
         return self.encode(placeholder_chat(messages))
 
     def decode(self, ids: Sequence[int]) -> str:
-        return "".join(f" t{i}" for i in ids)
+        return "".join(f" t{i}" for i in ids if i not in self._special)
 
 
 def placeholder_chat(messages: list[dict]) -> str:
@@ -67,19 +69,20 @@ class TokenizerCodec:
         return self._tokenizer.decode(list(ids), skip_special_tokens=True)
 
 
-def simulated_codec(model: str, vocab_size: int) -> PlaceholderCodec | TokenizerCodec:
+def simulated_codec(model: str, vocab_size: int,
+                    special_ids: Sequence[int] = ()) -> PlaceholderCodec | TokenizerCodec:
     """The codec of a simulated `model` (an embedded key, a config.json or its folder): the
     tokenizer.json beside its config when there is one, else placeholders."""
     path = Path(model)
     found = (path if path.is_dir() else path.parent) / "tokenizer.json"
     if not (path.exists() and found.is_file()):
-        return PlaceholderCodec(vocab_size)
+        return PlaceholderCodec(vocab_size, special_ids)
     try:
         return TokenizerCodec(found)
     except ImportError:
         warnings.warn(f"{found} needs the tokenizers package (pip install -e \".[exec]\"); "
                       "serving placeholder tokens", stacklevel=2)
-        return PlaceholderCodec(vocab_size)
+        return PlaceholderCodec(vocab_size, special_ids)
 
 
 class EngineCodec:
