@@ -53,9 +53,7 @@ def dataset_requests(args: argparse.Namespace) -> list[Sent]:
 def random_requests(args: argparse.Namespace) -> list[Sent]:
     """`--dataset-name random`: reads num_prompts, request_rate, burstiness, seed,
     random_input_len and random_output_len."""
-    return workload_requests(Workload.synthetic(
-        args.num_prompts, args.random_input_len, args.random_output_len, vocab_size=VOCAB,
-        seed=args.seed, rate=args.request_rate, burstiness=args.burstiness))
+    return workload_requests(_random(args))
 
 
 def workload_requests(workload: Workload) -> list[Sent]:
@@ -72,16 +70,24 @@ def word(token_id: int) -> str:
 
 
 def _workload(args: argparse.Namespace) -> Workload:
-    arrivals = {"seed": args.seed, "rate": args.request_rate, "burstiness": args.burstiness}
     if args.dataset_name == "random":
-        return Workload.synthetic(args.num_prompts, args.random_input_len,
-                                  args.random_output_len, vocab_size=VOCAB, **arrivals)
+        return _random(args)
+    arrivals = _arrivals(args)
     if args.dataset_name == "sharegpt-like":
         w = Workload.sharegpt_like(args.num_prompts, vocab_size=VOCAB, **arrivals)
         return w if args.sharegpt_output_len is None else _with_output_len(w, args.sharegpt_output_len)
     return Workload.generated_shared_prefix(
         args.gsp_num_groups, args.gsp_prompts_per_group, args.gsp_system_prompt_len,
         args.gsp_question_len, args.gsp_output_len, vocab_size=VOCAB, **arrivals)
+
+
+def _random(args: argparse.Namespace) -> Workload:
+    return Workload.synthetic(args.num_prompts, args.random_input_len, args.random_output_len,
+                              vocab_size=VOCAB, **_arrivals(args))
+
+
+def _arrivals(args: argparse.Namespace) -> dict:
+    return {"seed": args.seed, "rate": args.request_rate, "burstiness": args.burstiness}
 
 
 def _with_output_len(w: Workload, n: int) -> Workload:
