@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from exec.chat import as_messages, render_chat
 from exec.failing_steps import RunnerError, run_isolating, runner_call
+from exec.generate_args import is_single_prompt, params_per_prompt
 from exec.generate_output import GenerateOutput
 from exec.kv_cache_dtype import AUTO, kv_storage_dtype
 from exec.kv_capacity import check_kv_fits, default_kv_capacity
@@ -131,9 +132,9 @@ class Engine:
         iterator of `StreamOutput` increments; a request's last one has `finished` set;
         closing or dropping the iterator before its end aborts the requests still running.
         A request whose forward or sampling raises ends aborted with the error."""
-        single = _is_single(prompts, chat)
+        single = is_single_prompt(prompts, chat)
         plist = [prompts] if single else list(prompts)
-        reqs = self.make_requests(plist, _per_prompt(sampling_params, len(plist)), chat=chat)
+        reqs = self.make_requests(plist, params_per_prompt(sampling_params, len(plist)), chat=chat)
         with self._busy():  # NOTE: a stream collected here must not step a half-queued call
             for r in reqs:
                 self.scheduler.add_request(r)
@@ -439,17 +440,6 @@ class Engine:
         self.logprobs.pop(req)
 
 
-def _is_single(prompts: Any, chat: bool) -> bool:
-    """One prompt (text, token ids, or anything that is no list of prompts, left for
-    `_checked` to refuse naming prompt 0) or a list of them."""
-    if isinstance(prompts, (str, bytes, bytearray)) or (isinstance(prompts, np.ndarray) and prompts.ndim == 1):
-        return True
-    if not isinstance(prompts, (Sequence, np.ndarray)):
-        return True
-    first = prompts[0] if len(prompts) else None
-    return isinstance(first, (int, np.integer)) or (chat and isinstance(first, dict))
-
-
 def _engine_config(engine_args: dict[str, Any]) -> EngineConfig:
     names = {f.name for f in dataclasses.fields(EngineConfig)}
     unknown = sorted(set(engine_args) - names)
@@ -462,27 +452,3 @@ def _int64(seed: int) -> int:
     """A derived seed wrapped into int64 (the dtype seeds are batched in), as int64
     arithmetic wraps; seeds already in range are unchanged."""
     return (seed - SEED_MIN) % (SEED_MAX - SEED_MIN + 1) + SEED_MIN
-
-
-def _per_prompt(sampling_params: Any, n: int) -> list[SamplingParams]:
-    if sampling_params is None or isinstance(sampling_params, (SamplingParams, Mapping)):
-        return [_as_params(sampling_params)] * n
-    if not isinstance(sampling_params, Iterable) or isinstance(sampling_params, (str, bytes)):
-        raise InvalidRequestError("sampling_params", sampling_params,
-                                  "must be None, a SamplingParams, a dict, or a list of them (one per prompt)")
-    params = list(sampling_params)
-    if len(params) != n:
-        raise InvalidRequestError("sampling_params", len(params),
-                                  f"{len(params)} sampling params for {n} prompts")
-    return [_as_params(p, i) for i, p in enumerate(params)]
-
-
-def _as_params(p: Any, i: int = 0) -> SamplingParams:
-    if p is None:
-        return SamplingParams()
-    if isinstance(p, SamplingParams):
-        return p
-    if not isinstance(p, Mapping):
-        raise InvalidRequestError("sampling_params", p,
-                                  f"prompt {i}: must be None, a SamplingParams or a dict")
-    return SamplingParams.from_dict(p)

@@ -58,6 +58,14 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def fraction(text: str) -> float:
+    """A number in [0, 1) (a range ratio)."""
+    value = _float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """A number > 0, inf allowed (a request rate)."""
     value = _float(text)

@@ -64,7 +64,7 @@ def measure(base: str, time_scale: float, num_prompts: int, rate: float, input_l
 
     spec = argparse.Namespace(num_prompts=num_prompts, request_rate=rate * time_scale,
                               burstiness=1.0, seed=1, random_input_len=input_len,
-                              random_output_len=output_len)
+                              random_output_len=output_len, random_range_ratio=0.0)
     sent = random_requests(spec)
     outcomes, duration = asyncio.run(run_requests(base, "llama-3-8b", sent))
     codec, first = PlaceholderCodec(128256), min(o.sent_at for o in outcomes)

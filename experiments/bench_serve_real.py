@@ -66,7 +66,7 @@ def _requests(args: argparse.Namespace):
 
     return random_requests(argparse.Namespace(
         num_prompts=args.num_prompts, request_rate=args.rate, burstiness=1.0, seed=1,
-        random_input_len=args.input_len, random_output_len=args.output_len))
+        random_input_len=args.input_len, random_output_len=args.output_len, random_range_ratio=0.0))
 
 
 def _round(engine, sent, index: int) -> dict:

@@ -47,3 +47,13 @@ def test_sharegpt_output_len_fixes_every_output_length():
     """--sharegpt-output-len replaces the drawn output lengths; the prompts still vary."""
     sent = _sent("--dataset-name", "sharegpt-like", "--num-prompts", "20", "--sharegpt-output-len", "17")
     assert {s.max_tokens for s in sent} == {17} and len({len(s.prompt) for s in sent}) > 1
+
+
+def test_random_range_ratio_spreads_lengths_within_vllms_bounds():
+    """--random-range-ratio 0.5 draws input and output lengths in [len/2, 3 len/2], not all alike."""
+    sent = _sent("--num-prompts", "60", "--random-input-len", "40", "--random-output-len", "10",
+                 "--random-range-ratio", "0.5")
+    inputs = [len(CODEC.encode(s.prompt)) for s in sent]
+    outputs = [s.max_tokens for s in sent]
+    assert min(inputs) >= 20 and max(inputs) <= 60 and len(set(inputs)) > 10
+    assert min(outputs) >= 5 and max(outputs) <= 15 and len(set(outputs)) > 3

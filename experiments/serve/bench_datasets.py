@@ -6,8 +6,8 @@ so a prompt of N tokens is N words of four characters: N tokens for batchtwin's 
 codec, about two each for a BPE tokenizer such as SmolLM2's. Prompts that share a token
 prefix share that text prefix, so a server's prefix cache sees the sharing the workload has.
 
-- `random`: `--random-input-len` tokens in, `--random-output-len` out, every request alike
-  (vLLM's random dataset at `--random-range-ratio 0`);
+- `random`: `--random-input-len` tokens in, `--random-output-len` out, every request alike,
+  or with vLLM's `--random-range-ratio R` each length uniform in [len x (1 - R), len x (1 + R)];
 - `sharegpt-like`: lengths lognormal with medians 200 in and out, sigma 1, each clipped to
   1024 (`Workload.sharegpt_like`: ShareGPT's shape without its text); `--sharegpt-output-len`
   fixes the output length instead, as vLLM's flag does;
@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 
-from experiments.arg_types import positive_int
+from experiments.arg_types import fraction, positive_int
 from experiments.serve.bench import Sent
+from shared.length_dist import Uniform
 from shared.workload import Workload
 
 DATASETS = ("random", "sharegpt-like", "shared-prefix")
@@ -37,6 +39,7 @@ def add_dataset_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset-name", choices=DATASETS, default="random")
     p.add_argument("--random-input-len", type=positive_int, default=1024)
     p.add_argument("--random-output-len", type=positive_int, default=128)
+    p.add_argument("--random-range-ratio", type=fraction, default=0.0)
     p.add_argument("--sharegpt-output-len", type=positive_int, default=None)
     p.add_argument("--gsp-num-groups", type=positive_int, default=64)
     p.add_argument("--gsp-prompts-per-group", type=positive_int, default=16)
@@ -52,7 +55,7 @@ def dataset_requests(args: argparse.Namespace) -> list[Sent]:
 
 def random_requests(args: argparse.Namespace) -> list[Sent]:
     """`--dataset-name random`: reads num_prompts, request_rate, burstiness, seed,
-    random_input_len and random_output_len."""
+    random_input_len, random_output_len and random_range_ratio."""
     return workload_requests(_random(args))
 
 
@@ -82,8 +85,16 @@ def _workload(args: argparse.Namespace) -> Workload:
 
 
 def _random(args: argparse.Namespace) -> Workload:
-    return Workload.synthetic(args.num_prompts, args.random_input_len, args.random_output_len,
-                              vocab_size=VOCAB, **_arrivals(args))
+    r = args.random_range_ratio
+    return Workload.synthetic(args.num_prompts, _around(args.random_input_len, r),
+                              _around(args.random_output_len, r), vocab_size=VOCAB, **_arrivals(args))
+
+
+def _around(n: int, ratio: float) -> int | Uniform:
+    """`n`, or with a range ratio the uniform lengths around it (vLLM's bounds)."""
+    if ratio == 0:
+        return n
+    return Uniform(max(1, math.floor(n * (1 - ratio))), math.ceil(n * (1 + ratio)))
 
 
 def _arrivals(args: argparse.Namespace) -> dict:
