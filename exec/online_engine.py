@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import queue
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from shared.engine_thread import EngineThread
 from shared.finish_reason import FinishReason
 from shared.invalid_request import InvalidRequestError
-from shared.online_engine import EngineStats, EngineUnavailable, TokenEvent
+from shared.online_engine import EngineStats, TokenEvent
 
 if TYPE_CHECKING:
     from exec.engine import Engine
@@ -53,40 +53,30 @@ class ExecOnlineEngine:
         self.vocab_size = engine.model_info.vocab_size
         self.context_length = engine.scheduler.config.context_length
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._wake = threading.Event()
         self._listeners: dict[str, Listener] = {}
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._loop = EngineThread("exec-engine", self._turn,
+                                  lambda e: self._fail_all(f"the engine failed: {e!r}"))
         self._stats = self._snapshot()
 
     # --- the server's side (any thread) --------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="exec-engine", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self._error is not None:
-            raise RuntimeError(f"the engine's thread failed: {self._error!r}") from self._error
+        self._loop.stop()
 
     def submit(self, rid: str, input_ids: Sequence[int], params: SamplingParams,
                on_event: Callable[[TokenEvent], None]) -> None:
-        if self._error is not None or self._stopping:
-            raise EngineUnavailable("the engine is not serving: it " + (
-                f"failed ({self._error!r})" if self._error is not None else "is shutting down"))
+        self._loop.check_serving()
         self._e.check_request(input_ids, params)
         self._inbox.put(Submitted(rid, list(input_ids), params, self._e.now(), on_event))
-        self._wake.set()
+        self._loop.wake()
 
     def abort(self, rid: str) -> bool:
         known = rid in self._listeners
         self._inbox.put(rid)
-        self._wake.set()
+        self._loop.wake()
         return known
 
     def stats(self) -> EngineStats:
@@ -105,18 +95,10 @@ class ExecOnlineEngine:
 
     # --- the engine's thread -----------------------------------------------------------
 
-    def _run(self) -> None:
-        try:
-            while self._turn():
-                pass
-        except BaseException as e:  # NOTE: every open request learns of it, then stop() raises
-            self._error = e
-            self._fail_all(f"the engine failed: {e!r}")
-
     def _turn(self) -> bool:
         """Admit, step once, send what is new; False once stopping and idle."""
         self._drain_inbox()
-        if self._stopping:
+        if self._loop.stopping:
             self._abort_all()
         step = self._e.step(on_processed=self._emit)
         if step is None:   # NOTE: overlap: this poll processed the last step's result
@@ -125,11 +107,10 @@ class ExecOnlineEngine:
         self._stats = self._snapshot()
         if step is not None:
             return True
-        if self._stopping and self._e.scheduler.is_idle():
+        if self._loop.stopping and self._e.scheduler.is_idle():
             self._e.drain()
             return False
-        self._wake.wait(IDLE_POLL_S)
-        self._wake.clear()
+        self._loop.idle(IDLE_POLL_S)
         return True
 
     def _drain_inbox(self) -> None:
@@ -172,9 +153,15 @@ class ExecOnlineEngine:
                 self._e.forget(req)
 
     def _fail_all(self, message: str) -> None:
+        """Every open request, and every one still in the inbox, ends aborted with `message`."""
+        end = FinishReason.by_abort(message)
         for rid, (req, on_event) in list(self._listeners.items()):
-            on_event(TokenEvent((), FinishReason.by_abort(message), req.cached_tokens, self._e.now()))
+            on_event(TokenEvent((), end, req.cached_tokens, self._e.now()))
             del self._listeners[rid]
+        while not self._inbox.empty():
+            item = self._inbox.get_nowait()
+            if isinstance(item, Submitted):
+                item.on_event(TokenEvent((), end, 0, self._e.now()))
 
     def _snapshot(self) -> EngineStats:
         sched = self._e.scheduler

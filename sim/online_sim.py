@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 import queue
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from shared.engine_thread import EngineThread
 from shared.finish_reason import FinishReason
 from shared.forward_batch import ForwardBatch
 from shared.invalid_request import InvalidRequestError
-from shared.online_engine import EngineStats, EngineUnavailable, TokenEvent
+from shared.online_engine import EngineStats, TokenEvent
 from shared.req import Req
 
 if TYPE_CHECKING:
@@ -46,10 +46,9 @@ class SimulatedOnlineEngine:
         info = simulation.scheduler.model_info
         self.vocab_size, self.context_length = info.vocab_size, simulation.scheduler.config.context_length
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._wake = threading.Event()
         self._listeners: dict[str, tuple[Req, Callable[[TokenEvent], None], list[int]]] = {}
-        self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._loop = EngineThread("sim-engine", self._turn,
+                                  lambda e: self._fail_all(f"the engine failed: {e!r}"))
         self._lengths, self._ends = output_lengths, {}   # rid -> its drawn answer length
         self._t0 = 0.0
         self._now = 0.0
@@ -58,28 +57,23 @@ class SimulatedOnlineEngine:
 
     def start(self) -> None:
         self._t0 = self._clock()
-        self._thread = threading.Thread(target=self._run, name="sim-engine", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._loop.stop()
 
     def submit(self, rid: str, input_ids: Sequence[int], params: SamplingParams,
                on_event: Callable[[TokenEvent], None]) -> None:
-        if self._stopping:
-            raise EngineUnavailable("the engine is not serving: it is shutting down")
+        self._loop.check_serving()
         req = Req(rid, list(input_ids), params, arrival_time=self.wall_now())
         self._s.scheduler.check_request(req)   # NOTE: reads the config only: thread-safe
         self._inbox.put(("submit", req, on_event))
-        self._wake.set()
+        self._loop.wake()
 
     def abort(self, rid: str) -> bool:
         known = rid in self._listeners
         self._inbox.put(("abort", rid, None))
-        self._wake.set()
+        self._loop.wake()
         return known
 
     def stats(self) -> EngineStats:
@@ -107,22 +101,23 @@ class SimulatedOnlineEngine:
 
     # --- the engine's thread -----------------------------------------------------------
 
-    def _run(self) -> None:
+    def _turn(self) -> bool:
+        """Admit, run one step (or wait while idle), send what is new; False once stopping
+        and idle."""
         sched = self._s.scheduler
-        while True:
-            self._now = max(self._now, self.wall_now())
-            self._drain_inbox()
-            if self._stopping:
-                self._abort_all()
-            batch = sched.get_next_batch_to_run(self._now)
-            self._emit()
-            if batch is None:
-                if self._stopping and not sched.has_work():
-                    return
-                self._wake.wait(IDLE_POLL_S)
-                self._wake.clear()
-                continue
+        self._now = max(self._now, self.wall_now())
+        self._drain_inbox()
+        if self._loop.stopping:
+            self._abort_all()
+        batch = sched.get_next_batch_to_run(self._now)
+        self._emit()
+        if batch is not None:
             self._step(batch)
+            return True
+        if self._loop.stopping and not sched.has_work():
+            return False
+        self._loop.idle(IDLE_POLL_S)
+        return True
 
     def _step(self, batch) -> None:
         sched, runner = self._s.scheduler, self._s.runner
@@ -165,6 +160,17 @@ class SimulatedOnlineEngine:
         for rid, (req, _, _) in list(self._listeners.items()):
             if not req.finished():
                 self._s.scheduler.abort(rid, "the server is shutting down")
+
+    def _fail_all(self, message: str) -> None:
+        """Every open request, and every one still in the inbox, ends aborted with `message`."""
+        end = FinishReason.by_abort(message)
+        for rid, (req, on_event, _) in list(self._listeners.items()):
+            on_event(TokenEvent((), end, req.cached_tokens, self._now))
+            del self._listeners[rid]
+        while not self._inbox.empty():
+            kind, _, on_event = self._inbox.get_nowait()
+            if kind == "submit":
+                on_event(TokenEvent((), end, 0, self._now))
 
     def _emit(self) -> None:
         """Send each request the tokens it gained since the last event; the finished ones

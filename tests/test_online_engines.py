@@ -57,3 +57,29 @@ def test_a_taken_rid_is_aborted_with_its_reason_and_the_engine_serves_on(kind, t
     assert twin.events[-1].finish.type == "abort" and "rid" in twin.events[-1].finish.message
     for c in (first, later):
         assert sum(len(e.token_ids) for e in c.events) == 6 and c.events[-1].finish.type == "length"
+
+
+@pytest.mark.parametrize("kind", ["sim", "exec"])
+def test_a_failing_engine_thread_ends_open_requests_and_stop_raises(kind, tiny_checkpoint):
+    """When the engine's step raises, every open request ends aborted naming the error, later
+    submits are refused (EngineUnavailable), and stop() raises it."""
+    from shared.online_engine import EngineUnavailable
+
+    if kind == "exec":
+        pytest.importorskip("torch")
+    engine = _sim_engine() if kind == "sim" else _exec_engine(tiny_checkpoint)
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    # NOTE: code that runs only once a batch does (the runner's own errors are isolated per request)
+    target = engine if kind == "sim" else engine._e.logprobs
+    setattr(target, "_step" if kind == "sim" else "collect", broken)
+    open_request = Collected()
+    engine.start()
+    engine.submit("a", [5, 6, 7], SamplingParams(max_new_tokens=4, ignore_eos=True), open_request)
+    assert open_request.done.wait(30)
+    assert open_request.events[-1].finish.type == "abort" and "boom" in open_request.events[-1].finish.message
+    with pytest.raises(EngineUnavailable, match="failed"):
+        engine.submit("b", [5], SamplingParams(max_new_tokens=2), Collected())
+    with pytest.raises(RuntimeError, match="boom"):
+        engine.stop()

@@ -11,20 +11,16 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 
-from experiments.serve.frontend import Submitted
-from experiments.serve.metrics import ServerMetrics
+from experiments.serve.frontend import Frontend, Submitted
 from experiments.serve.openai_request import usage
-from shared.online_engine import OnlineEngine, TokenEvent
+from shared.online_engine import TokenEvent
 
 
 class Answer:
-    def __init__(self, engine: OnlineEngine, codec, metrics: ServerMetrics, style,
-                 request: Submitted, meta: dict, want_logprobs: bool) -> None:
-        self.engine, self.codec, self.metrics, self.style = engine, codec, metrics, style
+    def __init__(self, front: Frontend, style, request: Submitted, meta: dict,
+                 want_logprobs: bool) -> None:
+        self.front, self.codec, self.metrics, self.style = front, front.codec, front.metrics, style
         self.request, self.meta, self.want_logprobs = request, meta, want_logprobs
-
-    def text(self, event: TokenEvent) -> str:
-        return event.text if event.text is not None else self.codec.decode(event.token_ids)
 
     def logprobs(self, token_ids, values: tuple[float, ...], tops: tuple = ()):
         if not self.want_logprobs:
@@ -40,7 +36,7 @@ class Answer:
             tokens += event.token_ids
             values += event.logprobs
             tops += event.top_logprobs
-            text += self.text(event)
+            text += self.front.text(event)
             last = event
         choice = self.style.choice(text, finish_reason(last), self.logprobs(tokens, values, tops))
         return {**self.meta, "object": self.style.object, "choices": [choice],
@@ -51,7 +47,7 @@ class Answer:
         try:
             async for event in self.request.stream.events():
                 self.metrics.event(self.request.rid, event)
-                choice = self.style.delta(self.text(event), finish_reason(event), count == 0,
+                choice = self.style.delta(self.front.text(event), finish_reason(event), count == 0,
                                           self.logprobs(event.token_ids, event.logprobs,
                                                         event.top_logprobs))
                 count += len(event.token_ids)
@@ -62,8 +58,7 @@ class Answer:
                     yield f"data: {json.dumps(tail)}\n\n"
             yield "data: [DONE]\n\n"
         except asyncio.CancelledError:   # NOTE: the client went away: free its KV
-            self.engine.abort(self.request.rid)
-            self.metrics.forget(self.request.rid)
+            self.front.abandon(self.request.rid)
             raise
 
 

@@ -89,7 +89,7 @@ async def _serve(front: Frontend, request: Request, body: SamplingFields, encode
     if isinstance(got, JSONResponse):
         return got
     meta = {"id": got.rid, "created": int(time.time()), "model": front.engine.model_name}
-    answer = Answer(front.engine, front.codec, front.metrics, style, got, meta, body.wants_logprobs)
+    answer = Answer(front, style, got, meta, body.wants_logprobs)
     if body.stream:
         return StreamingResponse(answer.sse(body.include_usage), media_type="text/event-stream")
     return await unless_disconnected(request, answer.whole(), lambda: front.abandon(got.rid))

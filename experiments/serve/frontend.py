@@ -68,6 +68,10 @@ class Frontend:
         return error_response(404, f"model {model!r} does not exist (serving "
                                    f"{self.engine.model_name!r})", "model", "not_found_error")
 
+    def text(self, event: TokenEvent) -> str:
+        """The event's text: the engine's own when it detokenizes, else the codec's."""
+        return event.text if event.text is not None else self.codec.decode(event.token_ids)
+
     def abandon(self, rid: str) -> None:
         """Its client went away: abort the request (its KV is freed at the engine's next
         step) and stop counting it."""

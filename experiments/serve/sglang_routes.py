@@ -89,7 +89,7 @@ class GenerateAnswer:
         self.ids += event.token_ids
         self.logprobs += event.logprobs
         self.tops += event.top_logprobs
-        self.text += event.text if event.text is not None else self.front.codec.decode(event.token_ids)
+        self.text += self.front.text(event)
         return self.body(event)
 
     def body(self, event) -> dict:
