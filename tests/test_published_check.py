@@ -56,12 +56,13 @@ def test_a_closed_loop_ttft_runs_one_round_without_queueing():
 @pytest.mark.parametrize(("change", "reason"), [
     ({"gpu": "Intel Gaudi 3"}, "not in the hardware catalogue"),
     ({"tp": "8", "dp": "32"}, "dp=32 above tp=8"),
-    ({"tp": "1", "dp": "8"}, "8 data-parallel replicas"),
+    ({"tp": "1", "dp": "8", "request_rate_or_concurrency": "rate=4"},
+     "8 data-parallel replicas under an arrival rate"),
     ({"tp": "n/s"}, "parallel layout"),
     ({"model": "Qwen/Qwen2-72B"}, "no embedded config"),
     ({"metric": "Output tokens/s per user at batch 1"}, "no simulator counterpart"),
     ({"request_rate_or_concurrency": "server (target QPS not in the summary page)"}, "target-QPS"),
-    ({"input_len": "dataset:cnn-dailymail", "output_len": "dataset"}, "not published"),
+    ({"input_len": "dataset:some-corpus", "output_len": "dataset"}, "not published"),
 ])
 def test_rows_the_simulator_cannot_run_say_why(change, reason):
     """Each unsupported field gives an Unexpressed naming it, never a guess."""
@@ -244,3 +245,40 @@ def test_the_summary_has_a_median_per_engine_profile():
     summary = summary_frame(rows).set_index("set")
     assert summary.loc["engine: trt-llm", "median_signed_error_pct"] == pytest.approx(10.0)
     assert summary.loc["engine: vllm", "median_signed_error_pct"] == pytest.approx(-20.0)
+
+
+MLPERF = {**ROW, "source": "github:mlcommons/inference_results_v5.1 closed/NVIDIA/results/"
+          "B200-SXM-180GBx8_TRT/README.md", "model": "meta-llama/Llama-3.1-8B-Instruct",
+          "gpu": "B200-SXM-180GB", "num_gpus": "8", "tp": "n/s", "dp": "n/s", "ep": "1",
+          "precision": "nvfp4 (per NVIDIA announcement)", "input_len": "dataset:cnn-dailymail",
+          "output_len": "dataset", "num_prompts": "LoadGen-chosen",
+          "request_rate_or_concurrency": "offline", "metric": "Tokens per second"}
+
+
+def test_offline_replicas_run_one_engine_and_scale_its_throughput():
+    """dp 8 at tp 1 offline: one engine is simulated, its throughput counted 8 times."""
+    spec = express({**ROW, "tp": "1", "dp": "8"})
+    assert spec.scale == 8 and spec.sim_args["tp"] == 1 and "dp_size" not in spec.sim_args
+    assert any("8 independent engines" in a for a in spec.assumptions)
+
+
+def test_an_mlperf_row_takes_its_submitters_layout_and_dataset_lengths():
+    """The harness config gives TP 1 (so 8 engines), the batch cap, the step budget and the
+    fp8 KV; the lengths follow the CNN/DailyMail set's means."""
+    spec = express(MLPERF)
+    assert spec.scale == 8 and spec.sim_args["tp"] == 1
+    assert (spec.sim_args["max_running_requests"], spec.sim_args["chunked_prefill_size"],
+            spec.sim_args["kv_cache_dtype"]) == (6000, 12000, "fp8_e4m3")
+    w = build_workload(spec.workload, vocab_size=32000)
+    prompts = [len(r.input_ids) for r in w]
+    outputs = [r.sampling_params.max_new_tokens for r in w]
+    assert sum(prompts) / len(prompts) == pytest.approx(870.73, rel=0.03)
+    assert sum(outputs) / len(outputs) == pytest.approx(81.63, rel=0.03)
+    assert max(prompts) <= 2540
+
+
+def test_a_submitters_pipeline_parallel_layout_is_refused_by_name():
+    """Llama-3.1-405B runs TP2 x PP2 in the submission: pipeline parallelism is not modelled."""
+    out = express({**MLPERF, "model": "meta-llama/Llama-3.1-405B-Instruct",
+                   "input_len": "dataset:mlperf-llama3.1-405b"})
+    assert isinstance(out, Unexpressed) and "pipeline parallelism 2" in out.reason

@@ -12,28 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from experiments.published_check.engine_flags import engine_args
+from experiments.published_check.mlperf import dataset_lengths, submitter_layout
+from experiments.published_check.names import HARDWARE, METRICS, MODELS
 from experiments.published_check.row_spec import RowSpec, Unexpressed, WorkloadSpec
 from experiments.published_check.sources import source_name
 
-# Hugging Face repo (lower case, substring) -> embedded model key, most specific first.
-MODELS = (("llama-4-maverick", "llama-4-maverick"), ("deepseek-r1", "deepseek-v3"), ("deepseek-v3", "deepseek-v3"),
-          ("qwen3-235b-a22b", "qwen3-235b-a22b"), ("qwen3-30b-a3b", "qwen3-30b-a3b"),
-          ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"),
-          ("llama-3.1-405b", "llama-3.1-405b"), ("llama-3.1-70b", "llama-3.1-70b"),
-          ("llama-3.3-70b", "llama-3.1-70b"), ("llama-3.1-8b", "llama-3.1-8b"),
-          ("llama-2-70b", "llama-2-70b"), ("llama-2-13b", "llama-2-13b"),
-          ("llama-2-7b", "llama-2-7b"))
-HARDWARE = (("A100", "a100-80g"), ("H100", "h100"), ("H200", "h200"), ("B200", "b200"),
-            ("MI300X", "mi300x"))
-THROUGHPUT = {"Output token throughput (whole system)", "Output token throughput",
-              "Total output token throughput", "Tokens per second"}
-# metric -> (RunResult summary key, scale to the published unit)
-METRICS = {**{m: ("output_throughput", 1.0) for m in THROUGHPUT},
-           "Request throughput": ("request_throughput", 1.0),
-           "Mean TTFT": ("ttft_mean", 1e3), "Mean first-token latency": ("ttft_mean", 1e3),
-           "Mean ITL": ("itl_mean", 1e3), "Median TPOT": ("tpot_p50", 1e3),
-           "Prefill (input) token throughput per node": ("input_throughput", 1.0),
-           "Decode (output) token throughput per node": ("decode_throughput", 1.0)}
 GPUS_PER_NODE = 8
 # NOTE: the LMSYS large-EP runs: a device's prefill batch (published for the 4K case) and
 # EPLB's redundant experts (SGLang issue 6017's launch commands: --ep-num-redundant-experts 32).
@@ -41,7 +24,7 @@ PREFILL_TOKENS_PER_DEVICE = 16384
 PREFILL_ROUNDS = 4
 DECODE_OUTPUT_LEN = 200
 REDUNDANT_EXPERTS = 32
-LOADGEN_PROMPTS = 3000
+LOADGEN_PROMPTS = 12000   # samples of a LoadGen-sized run: twice the largest engine batch
 MAX_ROUNDS = 4   # closed-loop rounds simulated at most (the trace's memory)
 # NOTE: a general rule, not a per-row fit: ModelOpt's PTQ export quantizes the KV cache to
 # fp8 unless told otherwise (NVIDIA/TensorRT-Model-Optimizer examples/llm_ptq/hf_ptq.py,
@@ -66,14 +49,20 @@ def express(row: Mapping[str, Any]) -> RowSpec | Unexpressed:
 def _express(row: Mapping[str, Any]) -> RowSpec:
     notes: list[str] = []
     model = _model(str(row["model"]))
+    layout = submitter_layout(source_name(str(row["source"])), model)
+    parallel = _parallelism(row, notes, layout)
+    engines = parallel.pop("engines", 1)
     sim_args = {"model": model, "hardware": _hardware(str(row["gpu"])),
-                **_parallelism(row, notes), **_precision(str(row["precision"]), notes)}
+                **parallel, **_precision(str(row["precision"]), notes)}
     metric, scale = _metric(str(row["metric"]))
+    scale *= engines
     if str(row["metric"]).endswith("per node"):
         scale /= int(row["num_gpus"]) / GPUS_PER_NODE
     sim_args.update(_ep_options(str(row.get("workload", "")), sim_args, notes))
     workload = _workload(row, metric, notes, sim_args.get("dp_size", 1))
     sim_args.update(engine_args(row, notes, sim_args, workload))
+    if layout is not None:
+        sim_args.update(layout.sim_args)
     if workload.concurrency is not None:
         sim_args["max_running_requests"] = workload.concurrency
     sim_args.update(_batch_limits(str(row.get("workload", "")), metric, sim_args, notes))
@@ -109,10 +98,19 @@ def _precision(text: str, notes: list[str]) -> dict[str, str]:
     return {"quantization": quantization, "kv_cache_dtype": "fp8_e4m3" if fp8_kv else "auto"}
 
 
-def _parallelism(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+def _parallelism(row: Mapping[str, Any], notes: list[str], layout: Any = None
+                 ) -> dict[str, Any]:
+    """tp, ep_size and attention DP; `engines` > 1 for independent replicas (dp > 1 at tp 1,
+    or a submitter's layout of fewer GPUs than the system's), run as one engine."""
     tp, dp, ep = (_int_or_none(row[k]) for k in ("tp", "dp", "ep"))
+    if layout is not None:
+        tp, engines = _layout_engines(row, layout, notes)
+        return {"tp": tp, "ep_size": 1,
+                "engines": _replicas(row, engines, notes) if engines > 1 else 1}
     if tp is None:
         raise _Refused("the parallel layout (tp) is not published")
+    if dp is not None and dp > 1 and tp == 1:
+        return {"tp": 1, "ep_size": 1, "engines": _replicas(row, dp, notes)}
     if dp is None and tp > 1 and "attention DP" in str(row.get("caveat", "")):
         notes.append(f"attention DP on, dp not published: dp {tp} (TRT-LLM's "
                      f"enable_attention_dp gives every rank its own attention)")
@@ -120,10 +118,6 @@ def _parallelism(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
         if ep is None:
             notes.append(f"ep not published: ep {tp} (every rank holds 1 / {tp} of the experts)")
             ep = tp
-    if dp is not None and dp > 1 and tp == 1:
-        raise _Refused(f"{dp} data-parallel replicas (dp={dp}, tp=1): the check runs one "
-                       f"engine per row (replicas are sim.simulate_fleet's), and the row's "
-                       f"dataset lengths are not published either")
     if dp is not None and dp > tp:
         raise _Refused(f"dp={dp} above tp={tp} is not modelled")
     if ep is None:
@@ -133,6 +127,28 @@ def _parallelism(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
         notes.append("attention DP: the requests spread evenly over the attention ranks")
         layout.update(dp_size=dp, enable_dp_attention=True)
     return layout
+
+
+def _layout_engines(row: Mapping[str, Any], layout: Any, notes: list[str]
+                    ) -> tuple[int, int]:
+    """(tp, engines) of a submitter's layout (`experiments.published_check.mlperf`)."""
+    if layout.pp > 1:
+        raise _Refused(f"pipeline parallelism {layout.pp} is not modelled ({layout.source})")
+    if layout.refused:
+        raise _Refused(f"{layout.refused} ({layout.source})")
+    notes.append(f"layout from the submission: {layout.source}")
+    return layout.tp, int(row["num_gpus"]) // layout.tp
+
+
+def _replicas(row: Mapping[str, Any], engines: int, notes: list[str]) -> int:
+    """Independent engines of one offline run: each gets an even share of the samples, so
+    one is simulated and the throughput is that engine's times their count."""
+    if _arrivals(str(row["request_rate_or_concurrency"]))[0] != math.inf:
+        raise _Refused(f"{engines} data-parallel replicas under an arrival rate: the check "
+                       f"runs one engine per row (replicas are sim.simulate_fleet's)")
+    notes.append(f"{engines} independent engines, the samples spread evenly: one engine "
+                 f"simulated, its throughput x {engines}")
+    return engines
 
 
 def _metric(metric: str) -> tuple[str, float]:
@@ -181,6 +197,9 @@ def _workload(row: Mapping[str, Any], metric: str, notes: list[str], dp: int = 1
     rate, concurrency = _arrivals(str(row["request_rate_or_concurrency"]), dp)
     if metric in ("input_throughput", "decode_throughput"):
         return _phase_workload(row, metric, notes, dp, concurrency)
+    dataset = _dataset_workload(row, rate, concurrency, notes)
+    if dataset is not None:
+        return dataset
     inp, out, sharegpt = _lengths(str(row["input_len"]), str(row["output_len"]), notes)
     n = _num_prompts(str(row["num_prompts"]), concurrency, notes)
     if metric.startswith("ttft") and concurrency is not None:
@@ -216,6 +235,21 @@ def _arrivals(text: str, dp: int = 1) -> tuple[float, int | None]:
     if text.startswith("conc="):
         return math.inf, int(_first_number(text))
     raise _Refused(f"arrivals {text!r} (a per-phase or target-QPS run) are not modelled")
+
+
+def _dataset_workload(row: Mapping[str, Any], rate: float, concurrency: int | None,
+                      notes: list[str]) -> WorkloadSpec | None:
+    """Lengths drawn like a named benchmark dataset's (`mlperf.DATASETS`), None for rows
+    of other lengths."""
+    lengths = dataset_lengths(str(row["input_len"]))
+    if lengths is None:
+        return None
+    n = _num_prompts(str(row["num_prompts"]), concurrency, notes)
+    notes.append(f"{row['input_len']} lengths: lognormal with the dataset's mean and log "
+                 f"spread ({lengths.samples} samples; {lengths.source})")
+    return WorkloadSpec(n, rate=rate, concurrency=concurrency,
+                        input_dist=lengths.input.lognormal(),
+                        output_dist=lengths.output.lognormal())
 
 
 def _lengths(inp: str, out: str, notes: list[str]) -> tuple[int, int, bool]:

@@ -53,13 +53,17 @@ def _fixed_batch_decode(spec: RowSpec) -> Prediction:
 
 
 def build_workload(w: WorkloadSpec, vocab_size: int):
-    """Fixed lengths, or the ShareGPT-like lognormal mix (with medians giving the published
+    """Fixed lengths, a dataset's length distributions, or the ShareGPT-like lognormal mix (with medians giving the published
     means when they are known: mean = median * exp(sigma^2 / 2)); EOS ignored, so each
     request generates exactly its output length, as the benchmarks' fixed-length runs do."""
     import math
 
     from shared import SamplingParams, Workload
 
+    if w.input_dist is not None:
+        params = SamplingParams(max_new_tokens=w.output_dist.max_len, ignore_eos=True)
+        return Workload.synthetic(w.num_prompts, w.input_dist, w.output_dist,
+                                  vocab_size=vocab_size, rate=w.rate, sampling_params=params)
     params = SamplingParams(max_new_tokens=max(w.output_len, 1), ignore_eos=True)
     if not w.sharegpt:
         return Workload.synthetic(w.num_prompts, w.input_len, w.output_len, vocab_size=vocab_size,

@@ -12,9 +12,11 @@ from typing import Any
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """The requests of a published run: fixed lengths (`input_len`, `output_len`) or the
-    ShareGPT-like mix (`sharegpt=True`), `num_prompts` of them, Poisson at `rate` (inf: all
-    queued at t=0) with at most `concurrency` in flight (None: no limit)."""
+    """The requests of a published run: fixed lengths (`input_len`, `output_len`), the
+    ShareGPT-like mix (`sharegpt=True`) or lengths drawn from `input_dist` / `output_dist`
+    (`shared.length_dist` distributions, a named dataset's), `num_prompts` of them, Poisson
+    at `rate` (inf: all queued at t=0) with at most `concurrency` in flight (None: no
+    limit)."""
 
     num_prompts: int
     input_len: int = 0
@@ -22,6 +24,8 @@ class WorkloadSpec:
     rate: float = float("inf")
     concurrency: int | None = None
     sharegpt: bool = False
+    input_dist: Any = None
+    output_dist: Any = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,115 @@
+"""MLPerf Inference rows (sources `mlperf-amd`, `mlperf-nvidia`): what their result pages
+leave out, read from the files the submissions and the benchmarks point to.
+
+- `DATASETS`: each benchmark dataset's per-sample token lengths, summarised (samples, mean,
+  median, max, and the standard deviation of log length) from the per-sample length tables in
+  openshift-psap/performance-dashboard `mlperf-data/summaries/*.csv` @ 71007029 (input and
+  output token counts of every sample of the MLPerf dataset files). Their output means equal
+  MLPerf's reference `tokens_per_sample` (Mixtral 144.84, Llama-3.1-405B 684.68:
+  mlcommons/inference `language/*/README.md`), which is how we know the tables are those
+  datasets. A run draws lengths from a lognormal with the dataset's log spread whose mean is
+  the dataset's mean, clipped at its maximum.
+- `LAYOUTS`: the submitter's engine layout for a (source, model) pair, from its harness
+  configuration (tensor and pipeline parallelism, the running-request cap, the step's token
+  budget). `gpus / (tp * pp)` engines share the system; an offline run spreads the samples
+  evenly over them, so one engine is simulated and its throughput multiplied by their count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+_LENGTHS = ("openshift-psap/performance-dashboard mlperf-data/summaries/{} @ 71007029 "
+            "(per-sample input/output token counts)")
+_NVIDIA = ("mlcommons inference_results_v5.1 closed/NVIDIA/configs/B200-SXM-180GBx8/Offline/{} "
+           "(read from the fork ykamiset/inference_results_v5.1 @ e9ccad4d)")
+_AMD = ("mlcommons inference_results_v5.1 closed/AMD/code/mixtral-8x7b/harness_llm/models/"
+        "mixtral-8x7b/offline_mi325x.yaml (read from the mirror ntuhpc/inference_results_v5.1 "
+        "@ a634ab77; the MI300X run assumed to use it, as the row's caveat says)")
+
+
+@dataclass(frozen=True)
+class LengthSummary:
+    """One side (input or output) of a dataset's per-sample token lengths."""
+
+    mean: float
+    log_sigma: float   # standard deviation of log(length)
+    max_len: int
+
+    def lognormal(self):
+        """A lognormal with this spread whose mean is `mean`, clipped at `max_len`."""
+        from shared.length_dist import LogNormal
+
+        return LogNormal(self.mean * math.exp(-self.log_sigma ** 2 / 2), self.log_sigma,
+                         self.max_len)
+
+
+@dataclass(frozen=True)
+class DatasetLengths:
+    samples: int
+    input: LengthSummary
+    output: LengthSummary
+    source: str
+
+
+DATASETS = {
+    "dataset:mlperf-mixtral-15k": DatasetLengths(
+        15000, LengthSummary(427.39, 0.830, 1948), LengthSummary(144.84, 0.688, 1024),
+        _LENGTHS.format("mixtral-8x7b.csv")),
+    "dataset:cnn-dailymail": DatasetLengths(
+        13368, LengthSummary(870.73, 0.504, 2540), LengthSummary(81.63, 0.372, 2135),
+        _LENGTHS.format("llama3-1-8b-datacenter.csv")),
+    "dataset:mlperf-llama3.1-405b": DatasetLengths(
+        8313, LengthSummary(9428.64, 0.558, 19988), LengthSummary(684.68, 0.583, 1830),
+        _LENGTHS.format("llama3-1-405b.csv")),
+    "dataset:mlperf-deepseek-r1": DatasetLengths(
+        4388, LengthSummary(803.79, 0.868, 3140), LengthSummary(4043.45, 1.038, 32768),
+        _LENGTHS.format("deepseek-r1.csv")),
+}
+
+
+@dataclass(frozen=True)
+class SubmitterLayout:
+    """One engine of a submission: its parallelism and the simulator keywords of its batch
+    limits (`sim_args`), with the configuration it was read from."""
+
+    tp: int
+    source: str
+    pp: int = 1
+    sim_args: dict[str, Any] = field(default_factory=dict)
+    refused: str = ""   # why the run cannot be simulated although its layout is known
+
+
+LAYOUTS = {
+    ("mlperf-nvidia", "llama-3.1-8b"): SubmitterLayout(
+        1, _NVIDIA.format("llama3_1-8b.py: tensor_parallelism 1, gpu_batch_size 6000, "
+                          "max_num_tokens 12000, chunked context, kv_cache_dtype fp8"),
+        sim_args={"max_running_requests": 6000, "chunked_prefill_size": 12000,
+                  "max_prefill_tokens": 12000, "kv_cache_dtype": "fp8_e4m3"}),
+    ("mlperf-nvidia", "llama-3.1-405b"): SubmitterLayout(
+        2, _NVIDIA.format("llama3_1-405b.py: tensor_parallelism 2, pipeline_parallelism 2"),
+        pp=2),
+    ("mlperf-nvidia", "deepseek-v3"): SubmitterLayout(
+        8, _NVIDIA.format("deepseek-r1.py: tensor_parallelism 8, moe_expert_parallelism 8, "
+                          "enable_attention_dp, max_num_tokens 4608"),
+        refused=("its dataset's outputs run to 32,768 tokens (mean 4,043): the step trace of "
+                 "an offline run of thousands of them would not fit in this machine's memory")),
+    ("mlperf-amd", "mixtral-8x7b"): SubmitterLayout(
+        1, _AMD + ": tensor_parallel_size 1, max_num_seqs 4736, max_num_batched_tokens 51200, "
+                  "enable_chunked_prefill False, num_scheduler_steps 13, kv_cache_dtype fp8",
+        sim_args={"max_running_requests": 4736, "kv_cache_dtype": "fp8_e4m3", "chunked_prefill_size": None,
+                  "max_prefill_tokens": 51200}),
+}
+
+
+def dataset_lengths(input_len: str) -> DatasetLengths | None:
+    """The summary of a `dataset:<name>` input-length cell, None for other cells."""
+    return DATASETS.get(input_len.strip())
+
+
+def submitter_layout(source: str, model: str) -> SubmitterLayout | None:
+    """The layout of `model` (an embedded model key) in the submission `source` (a short
+    source name), None when no harness configuration was read for it."""
+    return LAYOUTS.get((source, model))
