@@ -191,6 +191,15 @@ def test_each_row_runs_on_its_engine_profile():
     assert express({**ROW, "engine": "sglang"}).sim_args["engine_profile"] == "sglang"
 
 
+def test_an_sglang_row_reads_its_cuda_graph_and_overlap_flags():
+    """--disable-cuda-graph and --disable-overlap-schedule in the command reach the run."""
+    spec = express({**ROW, "engine": "sglang", "workload": "server: --tp 8 --disable-cuda-graph"})
+    assert spec.sim_args["disable_cuda_graph"] is True
+    assert "disable_overlap_schedule" not in spec.sim_args
+    spec = express({**ROW, "engine": "sglang", "workload": "--disable-overlap-schedule"})
+    assert spec.sim_args["disable_overlap_schedule"] is True
+
+
 def test_a_vllm_row_reads_multi_step_scheduling_and_its_batch_flags():
     """--num-scheduler-step 15 becomes 15 decode steps per pass; --max-num-seqs the running
     cap; --max-num-batched-tokens the prefill chunk."""

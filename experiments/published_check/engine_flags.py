@@ -1,8 +1,9 @@
 """`engine_args(row, notes, sim_args, workload)`: the serving engine of a calibration-set row
 as simulator keywords: its engine profile (`sim.engine_profile`, from the `engine` column,
-with vLLM's multi-step scheduling from the published flags) and the batch limits the
-published commands set: vLLM's `--max-num-seqs` and `--max-num-batched-tokens`, TRT-LLM's
-`max_num_tokens` (or, where a trtllm-bench run prints none, the tool's own heuristic)."""
+with vLLM's multi-step scheduling from the published flags), the batch limits the
+published commands set (vLLM's `--max-num-seqs` and `--max-num-batched-tokens`, TRT-LLM's
+`max_num_tokens`, or, where a trtllm-bench run prints none, the tool's own heuristic) and
+SGLang's `--disable-cuda-graph` / `--disable-overlap-schedule`."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ def engine_args(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str,
         return {}
     if name == "trt-llm":
         return {"engine_profile": name, **_trt_limits(row, notes, sim_args, workload)}
+    if name == "sglang":
+        return {"engine_profile": name, **_sglang_flags(row, notes)}
     if name != "vllm":
         return {"engine_profile": name}
     return {"engine_profile": _vllm_profile(row, notes), **_vllm_limits(row, notes)}
@@ -71,6 +74,18 @@ def _vllm_limits(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
         limits.update(chunked_prefill_size=budget, max_prefill_tokens=budget,
                       enable_mixed_chunk=True)
     return limits
+
+
+def _sglang_flags(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    """The SGLang server flags a row's command names that change the schedule or the
+    launches: --disable-cuda-graph, --disable-overlap-schedule."""
+    text, flags = str(row.get("workload", "")), {}
+    for flag, field in (("--disable-cuda-graph", "disable_cuda_graph"),
+                        ("--disable-overlap-schedule", "disable_overlap_schedule")):
+        if flag in text:
+            notes.append(f"{flag}: {field}")
+            flags[field] = True
+    return flags
 
 
 def _trt_limits(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str, Any],
