@@ -93,9 +93,11 @@ LAYOUTS = {
         pp=2),
     ("mlperf-nvidia", "deepseek-v3"): SubmitterLayout(
         8, _NVIDIA.format("deepseek-r1.py: tensor_parallelism 8, moe_expert_parallelism 8, "
-                          "enable_attention_dp, max_num_tokens 4608"),
-        refused=("its dataset's outputs run to 32,768 tokens (mean 4,043): the step trace of "
-                 "an offline run of thousands of them would not fit in this machine's memory")),
+                          "enable_attention_dp, max_num_tokens 4608, offline_expected_qps 10"),
+        refused=("its dataset's outputs run to 32,768 tokens (mean 4,043) and the offline run "
+                 "is about 6,000 of them (offline_expected_qps 10 x LoadGen's 600 s): their "
+                 "step trace would not fit in this machine's memory (8 rounds of the "
+                 "1K/2K DeepSeek-R1 blog row already took 20 GB)")),
     ("mlperf-amd", "mixtral-8x7b"): SubmitterLayout(
         1, _AMD + ": tensor_parallel_size 1, max_num_seqs 4736, max_num_batched_tokens 51200, "
                   "enable_chunked_prefill False, num_scheduler_steps 13, kv_cache_dtype fp8",
