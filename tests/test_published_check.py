@@ -56,8 +56,8 @@ def test_a_closed_loop_ttft_runs_one_round_without_queueing():
 @pytest.mark.parametrize(("change", "reason"), [
     ({"gpu": "Intel Gaudi 3"}, "not in the hardware catalogue"),
     ({"tp": "8", "dp": "32"}, "dp=32 above tp=8"),
-    ({"tp": "1", "dp": "8", "request_rate_or_concurrency": "rate=4"},
-     "8 data-parallel replicas under an arrival rate"),
+    ({"tp": "1", "dp": "8", "request_rate_or_concurrency": "conc=64"},
+     "8 data-parallel replicas of a closed loop"),
     ({"tp": "n/s"}, "parallel layout"),
     ({"model": "Qwen/Qwen2-72B"}, "no embedded config"),
     ({"metric": "Output tokens/s per user at batch 1"}, "no simulator counterpart"),
@@ -264,11 +264,15 @@ MLPERF = {**ROW, "source": "github:mlcommons/inference_results_v5.1 closed/NVIDI
           "request_rate_or_concurrency": "offline", "metric": "Tokens per second"}
 
 
-def test_offline_replicas_run_one_engine_and_scale_its_throughput():
-    """dp 8 at tp 1 offline: one engine is simulated, its throughput counted 8 times."""
+def test_replicas_run_one_engine_with_its_share_and_scale_its_throughput():
+    """dp 8 at tp 1: one engine is simulated with an eighth of the prompts and of the
+    arrival rate, its throughput counted 8 times."""
     spec = express({**ROW, "tp": "1", "dp": "8"})
     assert spec.scale == 8 and spec.sim_args["tp"] == 1 and "dp_size" not in spec.sim_args
+    assert spec.workload.num_prompts == 3000 // 8 and math.isinf(spec.workload.rate)
     assert any("8 independent engines" in a for a in spec.assumptions)
+    spec = express({**ROW, "tp": "1", "dp": "8", "request_rate_or_concurrency": "rate=16"})
+    assert spec.workload.rate == 2.0 and spec.scale == 8
 
 
 def test_an_mlperf_row_takes_its_submitters_layout_and_dataset_lengths():
@@ -284,6 +288,24 @@ def test_an_mlperf_row_takes_its_submitters_layout_and_dataset_lengths():
     assert sum(prompts) / len(prompts) == pytest.approx(870.73, rel=0.03)
     assert sum(outputs) / len(outputs) == pytest.approx(81.63, rel=0.03)
     assert max(prompts) <= 2540
+
+
+def test_an_mlperf_server_row_runs_at_the_submissions_target_qps():
+    """The AMD Mixtral Server run: user.conf's target QPS (335) spread over 8 TP1 engines,
+    the server yaml's limits, 10 scheduler steps and eager mode."""
+    row = {**MLPERF, "source": "github:mlcommons/inference_results_v5.1 closed/AMD/results/"
+           "8xMI300X_2xEPYC_9575F/README.md", "model": "mistralai/Mixtral-8x7B-Instruct-v0.1",
+           "gpu": "MI300X-192GB", "tp": "1", "dp": "8", "engine": "vllm (ROCm fork)",
+           "precision": "fp8 weights + fp8 KV", "input_len": "dataset:mlperf-mixtral-15k",
+           "output_len": "mean~145 (reference)",
+           "request_rate_or_concurrency": "server (target QPS not in the summary page)"}
+    spec = express(row)
+    assert spec.scale == 8 and spec.workload.rate == pytest.approx(335 / 8)
+    assert (spec.sim_args["max_running_requests"], spec.sim_args["disable_cuda_graph"],
+            spec.sim_args["engine_profile"].scheduler_steps) == (2560, True, 10)
+    assert "online throughput" in spec.groups
+    offline = express({**row, "request_rate_or_concurrency": "offline"})
+    assert math.isinf(offline.workload.rate) and offline.sim_args["max_running_requests"] == 4736
 
 
 def test_a_submitters_pipeline_parallel_layout_is_refused_by_name():

@@ -7,25 +7,20 @@ what the simulator cannot model yet. Each guess a row forces is written in its
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from experiments.published_check.engine_flags import engine_args
-from experiments.published_check.mlperf import dataset_lengths, submitter_layout
+from experiments.published_check.mlperf import submitter_layout
 from experiments.published_check.names import HARDWARE, METRICS, MODELS
+from experiments.published_check.requests import PREFILL_TOKENS_PER_DEVICE, Refused, workload_of
 from experiments.published_check.row_spec import RowSpec, Unexpressed, WorkloadSpec
 from experiments.published_check.sources import source_name
 
 GPUS_PER_NODE = 8
 # NOTE: the LMSYS large-EP runs: a device's prefill batch (published for the 4K case) and
 # EPLB's redundant experts (SGLang issue 6017's launch commands: --ep-num-redundant-experts 32).
-PREFILL_TOKENS_PER_DEVICE = 16384
-PREFILL_ROUNDS = 4
-DECODE_OUTPUT_LEN = 200
 REDUNDANT_EXPERTS = 32
-LOADGEN_PROMPTS = 12000   # samples of a LoadGen-sized run: twice the largest engine batch
-MAX_ROUNDS = 4   # closed-loop rounds simulated at most (the trace's memory)
 # NOTE: a general rule, not a per-row fit: ModelOpt's PTQ export quantizes the KV cache to
 # fp8 unless told otherwise (NVIDIA/TensorRT-Model-Optimizer examples/llm_ptq/hf_ptq.py,
 # `--kv_cache_qformat` default "fp8"), writing `kv_cache_quant_algo: FP8` into the
@@ -34,22 +29,19 @@ MODELOPT_KV = ("ModelOpt checkpoint, KV dtype not stated: fp8 KV (ModelOpt's exp
                "which TRT-LLM's 'auto' KV dtype follows)")
 
 
-class _Refused(Exception):
-    """A field the simulator cannot express; its message is the reason."""
-
-
 def express(row: Mapping[str, Any]) -> RowSpec | Unexpressed:
     """The row as a run, or the first reason it cannot be one."""
     try:
         return _express(row)
-    except _Refused as e:
+    except Refused as e:
         return Unexpressed(str(row["id"]), source_name(str(row["source"])), str(e))
 
 
 def _express(row: Mapping[str, Any]) -> RowSpec:
     notes: list[str] = []
     model = _model(str(row["model"]))
-    layout = submitter_layout(source_name(str(row["source"])), model)
+    layout = submitter_layout(source_name(str(row["source"])), model,
+                              str(row["request_rate_or_concurrency"]))
     parallel = _parallelism(row, notes, layout)
     engines = parallel.pop("engines", 1)
     sim_args = {"model": model, "hardware": _hardware(str(row["gpu"])),
@@ -59,7 +51,7 @@ def _express(row: Mapping[str, Any]) -> RowSpec:
     if str(row["metric"]).endswith("per node"):
         scale /= int(row["num_gpus"]) / GPUS_PER_NODE
     sim_args.update(_ep_options(str(row.get("workload", "")), sim_args, notes))
-    workload = _workload(row, metric, notes, sim_args.get("dp_size", 1))
+    workload = workload_of(row, metric, notes, sim_args.get("dp_size", 1), engines, layout)
     sim_args.update(engine_args(row, notes, sim_args, workload))
     if layout is not None:
         sim_args.update(layout.sim_args)
@@ -76,14 +68,14 @@ def _model(repo: str) -> str:
     for part, key in MODELS:
         if part in name:
             return key
-    raise _Refused(f"model {repo!r} has no embedded config")
+    raise Refused(f"model {repo!r} has no embedded config")
 
 
 def _hardware(gpu: str) -> str:
     for prefix, key in HARDWARE:
         if gpu.startswith(prefix):
             return key
-    raise _Refused(f"GPU {gpu!r} is not in the hardware catalogue")
+    raise Refused(f"GPU {gpu!r} is not in the hardware catalogue")
 
 
 def _precision(text: str, notes: list[str]) -> dict[str, str]:
@@ -105,12 +97,11 @@ def _parallelism(row: Mapping[str, Any], notes: list[str], layout: Any = None
     tp, dp, ep = (_int_or_none(row[k]) for k in ("tp", "dp", "ep"))
     if layout is not None:
         tp, engines = _layout_engines(row, layout, notes)
-        return {"tp": tp, "ep_size": 1,
-                "engines": _replicas(row, engines, notes) if engines > 1 else 1}
+        return {"tp": tp, "ep_size": 1, "engines": _replicas(engines, notes) if engines > 1 else 1}
     if tp is None:
-        raise _Refused("the parallel layout (tp) is not published")
+        raise Refused("the parallel layout (tp) is not published")
     if dp is not None and dp > 1 and tp == 1:
-        return {"tp": 1, "ep_size": 1, "engines": _replicas(row, dp, notes)}
+        return {"tp": 1, "ep_size": 1, "engines": _replicas(dp, notes)}
     if dp is None and tp > 1 and "attention DP" in str(row.get("caveat", "")):
         notes.append(f"attention DP on, dp not published: dp {tp} (TRT-LLM's "
                      f"enable_attention_dp gives every rank its own attention)")
@@ -119,7 +110,7 @@ def _parallelism(row: Mapping[str, Any], notes: list[str], layout: Any = None
             notes.append(f"ep not published: ep {tp} (every rank holds 1 / {tp} of the experts)")
             ep = tp
     if dp is not None and dp > tp:
-        raise _Refused(f"dp={dp} above tp={tp} is not modelled")
+        raise Refused(f"dp={dp} above tp={tp} is not modelled")
     if ep is None:
         notes.append("ep not published: experts sharded by TP (ep 1)")
     layout: dict[str, Any] = {"tp": tp, "ep_size": ep or 1}
@@ -133,27 +124,26 @@ def _layout_engines(row: Mapping[str, Any], layout: Any, notes: list[str]
                     ) -> tuple[int, int]:
     """(tp, engines) of a submitter's layout (`experiments.published_check.mlperf`)."""
     if layout.pp > 1:
-        raise _Refused(f"pipeline parallelism {layout.pp} is not modelled ({layout.source})")
+        raise Refused(f"pipeline parallelism {layout.pp} is not modelled ({layout.source})")
     if layout.refused:
-        raise _Refused(f"{layout.refused} ({layout.source})")
+        raise Refused(f"{layout.refused} ({layout.source})")
     notes.append(f"layout from the submission: {layout.source}")
     return layout.tp, int(row["num_gpus"]) // layout.tp
 
 
-def _replicas(row: Mapping[str, Any], engines: int, notes: list[str]) -> int:
-    """Independent engines of one offline run: each gets an even share of the samples, so
-    one is simulated and the throughput is that engine's times their count."""
-    if _arrivals(str(row["request_rate_or_concurrency"]))[0] != math.inf:
-        raise _Refused(f"{engines} data-parallel replicas under an arrival rate: the check "
-                       f"runs one engine per row (replicas are sim.simulate_fleet's)")
-    notes.append(f"{engines} independent engines, the samples spread evenly: one engine "
-                 f"simulated, its throughput x {engines}")
+def _replicas(engines: int, notes: list[str]) -> int:
+    """Independent engines of one run: each gets an even share of the requests (under a
+    rate, a random split of Poisson arrivals: Poisson at rate / engines), so one is
+    simulated and the throughput is that engine's times their count."""
+    notes.append(f"{engines} independent engines, the requests spread evenly: one engine "
+                 f"simulated (its share of the prompts and of the arrival rate), its "
+                 f"throughput x {engines}")
     return engines
 
 
 def _metric(metric: str) -> tuple[str, float]:
     if metric not in METRICS:
-        raise _Refused(f"metric {metric!r} has no simulator counterpart")
+        raise Refused(f"metric {metric!r} has no simulator counterpart")
     return METRICS[metric]
 
 
@@ -192,97 +182,6 @@ def _batch_limits(workload: str, metric: str, sim_args: Mapping[str, Any], notes
     return limits if metric == "decode_throughput" else {}
 
 
-def _workload(row: Mapping[str, Any], metric: str, notes: list[str], dp: int = 1
-              ) -> WorkloadSpec:
-    rate, concurrency = _arrivals(str(row["request_rate_or_concurrency"]), dp)
-    if metric in ("input_throughput", "decode_throughput"):
-        return _phase_workload(row, metric, notes, dp, concurrency)
-    dataset = _dataset_workload(row, rate, concurrency, notes)
-    if dataset is not None:
-        return dataset
-    inp, out, sharegpt = _lengths(str(row["input_len"]), str(row["output_len"]), notes)
-    n = _num_prompts(str(row["num_prompts"]), concurrency, notes)
-    if metric.startswith("ttft") and concurrency is not None:
-        notes.append(f"TTFT of a closed loop: one round of {concurrency} request(s), no queueing")
-        n = concurrency
-    return WorkloadSpec(n, inp, out, rate, concurrency, sharegpt)
-
-
-def _phase_workload(row: Mapping[str, Any], metric: str, notes: list[str], dp: int,
-                    concurrency: int | None) -> WorkloadSpec:
-    """One phase stressed alone: prefills of the published length (one output token), or a
-    decode batch whose KV averages the published length over DECODE_OUTPUT_LEN steps."""
-    length = _first_number(str(row["input_len"]))
-    if metric == "input_throughput":
-        n = PREFILL_ROUNDS * dp * max(1, PREFILL_TOKENS_PER_DEVICE // length)
-        notes.append(f"prefill only: {n} prompts of {length} tokens, 1 output token each")
-        return WorkloadSpec(n, length, 1)
-    if concurrency is None:
-        raise _Refused("a decode-only row needs its batch")
-    notes.append(f"decode only: the step of {concurrency} requests at {length} KV tokens each, "
-                 f"priced by the run's cost model; batch / step time")
-    return WorkloadSpec(concurrency, length - DECODE_OUTPUT_LEN // 2, DECODE_OUTPUT_LEN,
-                        concurrency=concurrency)
-
-
-def _arrivals(text: str, dp: int = 1) -> tuple[float, int | None]:
-    if text in ("inf", "offline") or text.startswith("saturating"):
-        return math.inf, None
-    if text.startswith("batch=") and "per device" in text:
-        return math.inf, int(_first_number(text)) * dp
-    if text.startswith("rate="):
-        return float(_first_number(text)), None
-    if text.startswith("conc="):
-        return math.inf, int(_first_number(text))
-    raise _Refused(f"arrivals {text!r} (a per-phase or target-QPS run) are not modelled")
-
-
-def _dataset_workload(row: Mapping[str, Any], rate: float, concurrency: int | None,
-                      notes: list[str]) -> WorkloadSpec | None:
-    """Lengths drawn like a named benchmark dataset's (`mlperf.DATASETS`), None for rows
-    of other lengths."""
-    lengths = dataset_lengths(str(row["input_len"]))
-    if lengths is None:
-        return None
-    n = _num_prompts(str(row["num_prompts"]), concurrency, notes)
-    notes.append(f"{row['input_len']} lengths: lognormal with the dataset's mean and log "
-                 f"spread ({lengths.samples} samples; {lengths.source})")
-    return WorkloadSpec(n, rate=rate, concurrency=concurrency,
-                        input_dist=lengths.input.lognormal(),
-                        output_dist=lengths.output.lognormal())
-
-
-def _lengths(inp: str, out: str, notes: list[str]) -> tuple[int, int, bool]:
-    if inp == out == "dataset:sharegpt":
-        notes.append("ShareGPT lengths: the ShareGPT-like lognormal mix")
-        return 0, 0, True
-    if inp.startswith("mean=") and out.startswith("mean="):
-        notes.append("ShareGPT-like lognormal lengths with the published means")
-        return _first_number(inp), _first_number(out), True
-    if inp.startswith("dataset") or out.startswith("dataset") or "n/" in out:
-        raise _Refused(f"lengths {inp!r} / {out!r} are not published")
-    if not inp[0].isdigit() or not out[0].isdigit():
-        notes.append(f"lengths {inp!r} / {out!r} taken as fixed")
-    return _first_number(inp), _first_number(out), False
-
-
-def _num_prompts(text: str, concurrency: int | None, notes: list[str]) -> int:
-    if text.isdigit():
-        n = int(text)
-        if concurrency is not None and n > MAX_ROUNDS * concurrency:
-            notes.append(f"{MAX_ROUNDS} rounds of the {concurrency}-request batch simulated "
-                         f"({MAX_ROUNDS * concurrency} of {n} prompts: a trace of all of them "
-                         f"would not fit in this machine's memory)")
-            return MAX_ROUNDS * concurrency
-        return n
-    if "rounds x concurrency" in text and concurrency is not None:
-        return int(_first_number(text)) * concurrency
-    if "default" in text:
-        return int(_first_number(text.split("default", 1)[1]))
-    notes.append(f"num_prompts {text!r}: {LOADGEN_PROMPTS}")
-    return LOADGEN_PROMPTS
-
-
 def _groups(row: Mapping[str, Any], sim_args: Mapping[str, Any], metric: str,
             workload: WorkloadSpec) -> tuple[str, ...]:
     from sim.model_shapes import get_model_shape
@@ -302,10 +201,3 @@ def _groups(row: Mapping[str, Any], sim_args: Mapping[str, Any], metric: str,
 def _int_or_none(value: Any) -> int | None:
     text = str(value).strip()
     return int(text) if text.isdigit() else None
-
-
-def _first_number(text: str) -> int:
-    match = re.search(r"\d+", text)
-    if match is None:
-        raise _Refused(f"no number in {text!r}")
-    return int(match.group())

@@ -9,10 +9,11 @@ leave out, read from the files the submissions and the benchmarks point to.
   mlcommons/inference `language/*/README.md`), which is how we know the tables are those
   datasets. A run draws lengths from a lognormal with the dataset's log spread whose mean is
   the dataset's mean, clipped at its maximum.
-- `LAYOUTS`: the submitter's engine layout for a (source, model) pair, from its harness
+- `LAYOUTS`: the submitter's engine layout for a (source, model, scenario), from its harness
   configuration (tensor and pipeline parallelism, the running-request cap, the step's token
-  budget). `gpus / (tp * pp)` engines share the system; an offline run spreads the samples
-  evenly over them, so one engine is simulated and its throughput multiplied by their count.
+  budget, a Server run's target QPS). `gpus / (tp * pp)` engines share the system; a run
+  spreads the samples (Offline) or the arrivals (Server) evenly over them, so one engine is
+  simulated and its throughput multiplied by their count.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ _LENGTHS = ("openshift-psap/performance-dashboard mlperf-data/summaries/{} @ 710
 _NVIDIA = ("mlcommons inference_results_v5.1 closed/NVIDIA/configs/B200-SXM-180GBx8/Offline/{} "
            "(read from the fork ykamiset/inference_results_v5.1 @ e9ccad4d)")
 _AMD = ("mlcommons inference_results_v5.1 closed/AMD/code/mixtral-8x7b/harness_llm/models/"
-        "mixtral-8x7b/offline_mi325x.yaml (read from the mirror ntuhpc/inference_results_v5.1 "
+        "mixtral-8x7b/{}_mi325x.yaml (read from the mirror ntuhpc/inference_results_v5.1 "
         "@ a634ab77; the MI300X run assumed to use it, as the row's caveat says)")
+_AMD_QPS = ("closed/AMD/code/mixtral-8x7b/user_mi300x.conf (same mirror): "
+            "mixtral-8x7b.Server.target_qps = 335")
 
 
 @dataclass(frozen=True)
@@ -80,29 +83,46 @@ class SubmitterLayout:
     pp: int = 1
     sim_args: dict[str, Any] = field(default_factory=dict)
     refused: str = ""   # why the run cannot be simulated although its layout is known
+    target_qps: float | None = None   # a Server run's Poisson arrival rate, whole system
+
+
+def _vllm_steps(steps: int):
+    from sim.engine_profile import get_engine_profile
+
+    return get_engine_profile("vllm").with_scheduler_steps(steps)
 
 
 LAYOUTS = {
-    ("mlperf-nvidia", "llama-3.1-8b"): SubmitterLayout(
+    ("mlperf-nvidia", "llama-3.1-8b", "offline"): SubmitterLayout(
         1, _NVIDIA.format("llama3_1-8b.py: tensor_parallelism 1, gpu_batch_size 6000, "
                           "max_num_tokens 12000, chunked context, kv_cache_dtype fp8"),
         sim_args={"max_running_requests": 6000, "chunked_prefill_size": 12000,
                   "max_prefill_tokens": 12000, "kv_cache_dtype": "fp8_e4m3"}),
-    ("mlperf-nvidia", "llama-3.1-405b"): SubmitterLayout(
+    ("mlperf-nvidia", "llama-3.1-405b", "offline"): SubmitterLayout(
         2, _NVIDIA.format("llama3_1-405b.py: tensor_parallelism 2, pipeline_parallelism 2"),
         pp=2),
-    ("mlperf-nvidia", "deepseek-v3"): SubmitterLayout(
+    ("mlperf-nvidia", "deepseek-v3", "offline"): SubmitterLayout(
         8, _NVIDIA.format("deepseek-r1.py: tensor_parallelism 8, moe_expert_parallelism 8, "
                           "enable_attention_dp, max_num_tokens 4608, offline_expected_qps 10"),
         refused=("its dataset's outputs run to 32,768 tokens (mean 4,043) and the offline run "
                  "is about 6,000 of them (offline_expected_qps 10 x LoadGen's 600 s): their "
                  "step trace would not fit in this machine's memory (8 rounds of the "
                  "1K/2K DeepSeek-R1 blog row already took 20 GB)")),
-    ("mlperf-amd", "mixtral-8x7b"): SubmitterLayout(
-        1, _AMD + ": tensor_parallel_size 1, max_num_seqs 4736, max_num_batched_tokens 51200, "
-                  "enable_chunked_prefill False, num_scheduler_steps 13, kv_cache_dtype fp8",
-        sim_args={"max_running_requests": 4736, "kv_cache_dtype": "fp8_e4m3", "chunked_prefill_size": None,
-                  "max_prefill_tokens": 51200}),
+    ("mlperf-amd", "mixtral-8x7b", "offline"): SubmitterLayout(
+        1, _AMD.format("offline") + ": tensor_parallel_size 1, max_num_seqs 4736, "
+        "max_num_batched_tokens 51200, enable_chunked_prefill False, num_scheduler_steps 13, "
+        "kv_cache_dtype fp8",
+        sim_args={"max_running_requests": 4736, "kv_cache_dtype": "fp8_e4m3",
+                  "chunked_prefill_size": None, "max_prefill_tokens": 51200,
+                  "engine_profile": _vllm_steps(13)}),
+    ("mlperf-amd", "mixtral-8x7b", "server"): SubmitterLayout(
+        1, _AMD.format("server") + ": tensor_parallel_size 1, max_num_seqs 2560, "
+        "max_num_batched_tokens 32000, enable_chunked_prefill False, num_scheduler_steps 10, "
+        "enforce_eager True, kv_cache_dtype fp8; " + _AMD_QPS,
+        sim_args={"max_running_requests": 2560, "kv_cache_dtype": "fp8_e4m3",
+                  "chunked_prefill_size": None, "max_prefill_tokens": 32000,
+                  "engine_profile": _vllm_steps(10), "disable_cuda_graph": True},
+        target_qps=335.0),
 }
 
 
@@ -111,7 +131,8 @@ def dataset_lengths(input_len: str) -> DatasetLengths | None:
     return DATASETS.get(input_len.strip())
 
 
-def submitter_layout(source: str, model: str) -> SubmitterLayout | None:
+def submitter_layout(source: str, model: str, arrivals: str) -> SubmitterLayout | None:
     """The layout of `model` (an embedded model key) in the submission `source` (a short
-    source name), None when no harness configuration was read for it."""
-    return LAYOUTS.get((source, model))
+    source name) for the scenario of an `arrivals` cell ("offline", "server ..."), None when
+    no harness configuration was read for it."""
+    return LAYOUTS.get((source, model, "server" if arrivals.startswith("server") else "offline"))
