@@ -22,7 +22,8 @@ DECODE_OUTPUT_LEN = 200
 # NOTE: LoadGen's own runs hold 50,000-83,000 samples per engine (target QPS x min_duration
 # over the engines: AMD Mixtral 380 x 1200 s / 8 offline, 335 x 1200 s / 8 server; NVIDIA
 # Llama-3.1-8B 1100 x 600 s / 8), so the drain of the last requests is a negligible part of
-# them; 48,000 per engine is what this machine's memory runs (4.5 GB for the three rows).
+# them; 48,000 per engine is what this machine's memory runs (one process running the three
+# rows peaks at 4.5 GB; a worker of the whole check at 10.5 GB).
 LOADGEN_PROMPTS = 48000
 MAX_ROUNDS = 4   # closed-loop rounds simulated at most (the trace's memory)
 
