@@ -18,8 +18,8 @@ from experiments.published_check.row_spec import RowSpec, Unexpressed, WorkloadS
 from experiments.published_check.sources import source_name
 
 GPUS_PER_NODE = 8
-# NOTE: the LMSYS large-EP runs: a device's prefill batch (published for the 4K case) and
-# EPLB's redundant experts (SGLang issue 6017's launch commands: --ep-num-redundant-experts 32).
+# NOTE: the LMSYS large-EP runs: EPLB's redundant experts (SGLang issue 6017's launch
+# commands: --ep-num-redundant-experts 32).
 REDUNDANT_EXPERTS = 32
 # NOTE: a general rule, not a per-row fit: ModelOpt's PTQ export quantizes the KV cache to
 # fp8 unless told otherwise (NVIDIA/TensorRT-Model-Optimizer examples/llm_ptq/hf_ptq.py,
@@ -90,13 +90,13 @@ def _precision(text: str, notes: list[str]) -> dict[str, str]:
     return {"quantization": quantization, "kv_cache_dtype": "fp8_e4m3" if fp8_kv else "auto"}
 
 
-def _parallelism(row: Mapping[str, Any], notes: list[str], layout: Any = None
+def _parallelism(row: Mapping[str, Any], notes: list[str], submitted: Any = None
                  ) -> dict[str, Any]:
     """tp, ep_size and attention DP; `engines` > 1 for independent replicas (dp > 1 at tp 1,
-    or a submitter's layout of fewer GPUs than the system's), run as one engine."""
+    or a `submitted` layout of fewer GPUs than the system's), run as one engine."""
     tp, dp, ep = (_int_or_none(row[k]) for k in ("tp", "dp", "ep"))
-    if layout is not None:
-        tp, engines = _layout_engines(row, layout, notes)
+    if submitted is not None:
+        tp, engines = _layout_engines(row, submitted, notes)
         return {"tp": tp, "ep_size": 1, "engines": _replicas(engines, notes) if engines > 1 else 1}
     if tp is None:
         raise Refused("the parallel layout (tp) is not published")

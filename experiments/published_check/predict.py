@@ -53,9 +53,10 @@ def _fixed_batch_decode(spec: RowSpec) -> Prediction:
 
 
 def build_workload(w: WorkloadSpec, vocab_size: int):
-    """Fixed lengths, a dataset's length distributions, or the ShareGPT-like lognormal mix (with medians giving the published
-    means when they are known: mean = median * exp(sigma^2 / 2)); EOS ignored, so each
-    request generates exactly its output length, as the benchmarks' fixed-length runs do."""
+    """Fixed lengths, a dataset's length distributions, or the ShareGPT-like lognormal mix
+    (with medians giving the published means when they are known: mean = median *
+    exp(sigma^2 / 2)); EOS ignored, so each request generates exactly its output length, as
+    the benchmarks' fixed-length runs do."""
     import math
 
     from shared import SamplingParams, Workload
