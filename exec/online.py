@@ -55,14 +55,18 @@ def _serve_loop(engine: Engine, reqs: list) -> None:
     pending, i, open_rids = sorted(reqs, key=lambda r: r.arrival_time), 0, {r.rid for r in reqs}
     while open_rids:
         now = engine.now()
-        while i < len(pending) and pending[i].arrival_time <= now:
+        # NOTE: under overlap, what arrived by the start of the step still unprocessed
+        cutoff = engine.scheduler.admission_time(now)
+        while i < len(pending) and pending[i].arrival_time <= cutoff:
             engine.scheduler.add_request(pending[i])
             i += 1
-        step = engine.step(now)  # the admission time is the step's start time
+        step = engine.step(now)
         # NOTE: overlap: a poll that found no batch processed the last step's result
         open_rids -= {r.rid for r in (step[1] if step is not None else engine.scheduler.take_finished())}
         if step is not None or not open_rids:
             continue
+        if i < len(pending) and pending[i].arrival_time <= now:
+            continue   # NOTE: arrived while the last step ran: the next turn admits it
         if i < len(pending):
             time.sleep(min(max(pending[i].arrival_time - engine.now(), 0.0), MAX_IDLE_SLEEP_S))
         else:

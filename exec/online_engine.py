@@ -54,6 +54,7 @@ class ExecOnlineEngine:
         self.context_length = engine.scheduler.config.context_length
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._listeners: dict[str, Listener] = {}
+        self._arrived: list[Submitted] = []   # drained, not yet admitted (admission_time)
         self._loop = EngineThread("exec-engine", self._turn,
                                   lambda e: self._fail_all(f"the engine failed: {e!r}"))
         self._stats = self._snapshot()
@@ -74,7 +75,7 @@ class ExecOnlineEngine:
         self._loop.wake()
 
     def abort(self, rid: str) -> bool:
-        known = rid in self._listeners
+        known = rid in self._listeners or any(s.rid == rid for s in self._arrived)
         self._inbox.put(rid)
         self._loop.wake()
         return known
@@ -100,12 +101,15 @@ class ExecOnlineEngine:
         self._drain_inbox()
         if self._loop.stopping:
             self._abort_all()
-        step = self._e.step(on_processed=self._emit)
+        now = self._e.now()
+        self._admit_until(self._e.scheduler.admission_time(now))
+        step = self._e.step(now, on_processed=self._emit)
         if step is None:   # NOTE: overlap: this poll processed the last step's result
             self._e.scheduler.take_finished()
         self._emit()
         self._stats = self._snapshot()
-        if step is not None:
+        if step is not None or self._arrived:   # NOTE: the next turn admits them at once
+            self._admit_until(now)
             return True
         if self._loop.stopping and self._e.scheduler.is_idle():
             self._e.drain()
@@ -120,9 +124,24 @@ class ExecOnlineEngine:
             except queue.Empty:
                 return
             if isinstance(item, Submitted):
-                self._admit(item)
+                self._arrived.append(item)
             elif item in self._listeners:
                 self._e.scheduler.abort(item)
+            else:
+                self._drop_arrived(item, "aborted before it was scheduled")
+
+    def _admit_until(self, t: float) -> None:
+        """Admit the drained requests that arrived by `t` (`Scheduler.admission_time`)."""
+        due = [s for s in self._arrived if s.arrival <= t]
+        self._arrived = [s for s in self._arrived if s.arrival > t]
+        for s in due:
+            self._admit(s)
+
+    def _drop_arrived(self, rid: str | None, message: str) -> None:
+        """End `rid` (None: every one) among the drained requests not admitted, aborted."""
+        for s in [s for s in self._arrived if rid is None or s.rid == rid]:
+            s.on_event(TokenEvent((), FinishReason.by_abort(message), 0, self._e.now()))
+            self._arrived.remove(s)
 
     def _admit(self, s: Submitted) -> None:
         try:
@@ -134,6 +153,7 @@ class ExecOnlineEngine:
         self._listeners[s.rid] = Listener(req, s.on_event)
 
     def _abort_all(self) -> None:
+        self._drop_arrived(None, SHUTDOWN)
         for listener in self._listeners.values():
             if not listener.req.finished():
                 self._e.scheduler.abort(listener.req.rid, SHUTDOWN)
@@ -155,6 +175,7 @@ class ExecOnlineEngine:
     def _fail_all(self, message: str) -> None:
         """Every open request, and every one still in the inbox, ends aborted with `message`."""
         end = FinishReason.by_abort(message)
+        self._drop_arrived(None, message)
         for rid, (req, on_event) in list(self._listeners.items()):
             on_event(TokenEvent((), end, req.cached_tokens, self._e.now()))
             del self._listeners[rid]

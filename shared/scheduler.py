@@ -150,6 +150,16 @@ class Scheduler:
         batch's forward while the last result is processed."""
         return self.process_last(self.schedule_next(now))
 
+    def admission_time(self, now: float) -> float:
+        """The latest arrival the next `get_next_batch_to_run(now)` may hold: under overlap,
+        with a launched step not yet processed, that step's start (SGLang's overlap loop
+        receives and schedules the next batch as soon as a step is launched, so a request
+        arriving while step N runs is first scheduled into step N + 2, semantics §7.1);
+        else `now`. A driver adds the requests that arrived by then, and when the call
+        finds nothing to run, adds the rest that arrived by `now` and calls again (the
+        loop's next turn)."""
+        return now if self.pending is None else self.pending.times.start
+
     def schedule_next(self, now: float) -> ScheduleBatch | None:
         """Schedule the next batch; under overlap the last result stays unprocessed."""
         self.step_start = now

@@ -4,9 +4,10 @@ Two processes share one `simpy.Environment`:
 
 - arrivals: once the engine idles, sleeps until the next arrival time of the workload and
   wakes the engine (a busy engine admits arrivals itself between steps);
-- engine: at the top of every iteration admits every request whose `arrival_time <= now`
-  (`WorkloadRequest.to_req()`, in workload order, as exec's online driver and SGLang's
-  `recv_requests` do), then runs the scheduler's driver loop (`Scheduler` docstring):
+- engine: at the top of every iteration admits every request that arrived by
+  `Scheduler.admission_time(now)` (now, or under overlap the start of the step still
+  unprocessed; `WorkloadRequest.to_req()`, in workload order, as exec's online driver and
+  SGLang's `recv_requests` do), then runs the scheduler's driver loop (`Scheduler` docstring):
 
       batch = scheduler.get_next_batch_to_run(now)
       fb = ForwardBatch.init_new(batch); out = runner.forward(fb)
@@ -22,9 +23,11 @@ arrival, a possible finish, a KV shortage) are applied to the scheduler at once,
 engine then sleeps through their durations. The trace and every state are those of the
 step-by-step loop (`decode_runs=False`), times included.
 
-A request arriving while a step runs is admitted when the step ends (the engine is busy), so
-an idle engine starts work exactly at an arrival, and a step never starts before the arrival
-of any request it holds.
+A request arriving while step N runs is admitted when it ends (the engine is busy) into step
+N + 1, or under the overlap schedule into step N + 2 (SGLang's overlap loop schedules N + 1
+as soon as N is launched), unless the scheduling after N finds nothing to run. An idle
+engine starts work exactly at an arrival, and a step never starts before the arrival of any
+request it holds.
 
 `step_time` is `clock.step_time(BatchShape.from_forward_batch(fb, out.padded_batch_size))`
 when a `clock` (any CostModel) is given, else `out.duration`. The runner is any object with
@@ -141,10 +144,7 @@ class EngineLoop:
         sched, batch, scheduled = self.scheduler, None, False
         while True:
             if not scheduled:  # else decode runs scheduled `batch` at this time already
-                self.admit()
-                batch = sched.get_next_batch_to_run(self.env.now)
-                # NOTE: under overlap the last step's finishes are processed here
-                self.count_finished(sched.take_finished())
+                batch = self.schedule()
             scheduled = False
             if batch is not None and self.decode_runs and batch.forward_mode.is_decode():
                 batch, scheduled = yield from self.decode_runs_from(batch)
@@ -163,9 +163,26 @@ class EngineLoop:
                 self.count_finished(sched.take_finished())
                 return
 
-    def admit(self) -> None:
-        for r in self.source.due(self.env.now):
+    def schedule(self) -> ScheduleBatch | None:
+        """Admit and schedule at now; when that finds nothing while requests that arrived
+        during the last step wait (overlap: `Scheduler.admission_time`), admit them and
+        schedule again, as the loop's next turn would."""
+        sched = self.scheduler
+        self.admit()
+        batch = sched.get_next_batch_to_run(self.env.now)
+        # NOTE: under overlap the last step's finishes are processed here
+        self.count_finished(sched.take_finished())
+        if batch is None and self.admit():
+            batch = sched.get_next_batch_to_run(self.env.now)
+            self.count_finished(sched.take_finished())
+        return batch
+
+    def admit(self) -> bool:
+        """Add what arrived by `Scheduler.admission_time(now)`; whether anything came."""
+        due = self.source.due(self.scheduler.admission_time(self.env.now))
+        for r in due:
             self.scheduler.add_request(r.to_req())
+        return bool(due)
 
     def step(self, batch: ScheduleBatch) -> Iterator[simpy.Event]:
         fb = ForwardBatch.init_new(batch)
@@ -199,12 +216,13 @@ class EngineLoop:
                 yield from self.step(batch)
                 return None, False
             t = end
-            if self.source.next_arrival() <= t:
+            if self.source.next_arrival() <= self.scheduler.admission_time(t):
                 break
             batch = self.scheduler.get_next_batch_to_run(t)
             if batch is None or not batch.forward_mode.is_decode():
                 yield from self.sleep_until(t)
-                return batch, True
+                # NOTE: overlap: requests that arrived during the run's last step come next
+                return batch, batch is not None or self.source.next_arrival() > t
         yield from self.sleep_until(t)
         return None, False
 
@@ -239,11 +257,12 @@ class EngineLoop:
 
     def run_starts(self, durations: Iterable[float], t: float) -> list[float]:
         """Start times, from t, of the run's steps plus the end of the last: step j > 0 runs
-        only if no request arrives by its start (it would be admitted)."""
-        nxt = self.source.next_arrival()
+        only if no request arrives by its start, under overlap by step j - 1's start (it
+        would be admitted: `Scheduler.admission_time`)."""
+        nxt, lag = self.source.next_arrival(), 1 + self.scheduler.config.overlap
         starts = [t]
         for d in durations:
-            if len(starts) > 1 and starts[-1] >= nxt:
+            if len(starts) > 1 and starts[-lag] >= nxt:
                 break
             if not 0.0 <= d < math.inf:  # NOTE: check_step_time, inlined (NaN fails too)
                 check_step_time(d)

@@ -154,9 +154,11 @@ class Inbox:
         self.pending: deque[WorkloadRequest] = deque()
 
     def due(self, now: float) -> list[WorkloadRequest]:
+        """The routed requests that arrived by `now` (those routed since stay for later)."""
         self.fleet.route_until(now)
-        due = list(self.pending)
-        self.pending.clear()
+        due = []
+        while self.pending and self.pending[0].arrival_time <= now:
+            due.append(self.pending.popleft())
         return due
 
     def next_arrival(self) -> float:

@@ -52,6 +52,7 @@ class SimulatedOnlineEngine:
         self._lengths, self._ends = output_lengths, {}   # rid -> its drawn answer length
         self._t0 = 0.0
         self._now = 0.0
+        self._arrived: list[tuple[Req, Callable[[TokenEvent], None]]] = []  # not yet admitted
 
     # --- the server's side (any thread) --------------------------------------------------
 
@@ -71,7 +72,7 @@ class SimulatedOnlineEngine:
         self._loop.wake()
 
     def abort(self, rid: str) -> bool:
-        known = rid in self._listeners
+        known = rid in self._listeners or any(r.rid == rid for r, _ in self._arrived)
         self._inbox.put(("abort", rid, None))
         self._loop.wake()
         return known
@@ -109,15 +110,35 @@ class SimulatedOnlineEngine:
         self._drain_inbox()
         if self._loop.stopping:
             self._abort_all()
-        batch = sched.get_next_batch_to_run(self._now)
+        batch = self._schedule()
         self._emit()
         if batch is not None:
             self._step(batch)
             return True
-        if self._loop.stopping and not sched.has_work():
+        if self._loop.stopping and not sched.has_work() and not self._arrived:
             return False
         self._loop.idle(IDLE_POLL_S)
         return True
+
+    def _schedule(self):
+        """Admit what arrived by `Scheduler.admission_time` and schedule; when that finds
+        nothing, admit the rest that arrived by now and schedule again (the next turn)."""
+        sched = self._s.scheduler
+        self._admit_until(sched.admission_time(self._now))
+        batch = sched.get_next_batch_to_run(self._now)
+        if batch is None and self._arrived:
+            self._admit_until(self._now)
+            batch = sched.get_next_batch_to_run(self._now)
+        return batch
+
+    def _admit_until(self, t: float) -> None:
+        keep = []
+        for req, on_event in self._arrived:
+            if req.arrival_time <= t:
+                self._admit(req, on_event)
+            else:
+                keep.append((req, on_event))
+        self._arrived = keep
 
     def _step(self, batch) -> None:
         sched, runner = self._s.scheduler, self._s.runner
@@ -142,9 +163,21 @@ class SimulatedOnlineEngine:
             except queue.Empty:
                 return
             if kind == "submit":
-                self._admit(item, on_event)
+                self._arrived.append((item, on_event))
             elif item in self._listeners:
                 sched.abort(item)
+            else:
+                self._drop_arrived(item, "aborted before it was scheduled")
+
+    def _drop_arrived(self, rid: str | None, message: str) -> None:
+        """End `rid` (None: every one) among the requests not admitted yet, aborted."""
+        keep = []
+        for req, on_event in self._arrived:
+            if rid is None or req.rid == rid:
+                on_event(TokenEvent((), FinishReason.by_abort(message), 0, self._now))
+            else:
+                keep.append((req, on_event))
+        self._arrived = keep
 
     def _admit(self, req: Req, on_event: Callable[[TokenEvent], None]) -> None:
         try:
@@ -157,6 +190,7 @@ class SimulatedOnlineEngine:
             self._ends[req.rid] = self._lengths.length(req.rid)
 
     def _abort_all(self) -> None:
+        self._drop_arrived(None, "the server is shutting down")
         for rid, (req, _, _) in list(self._listeners.items()):
             if not req.finished():
                 self._s.scheduler.abort(rid, "the server is shutting down")
@@ -164,6 +198,7 @@ class SimulatedOnlineEngine:
     def _fail_all(self, message: str) -> None:
         """Every open request, and every one still in the inbox, ends aborted with `message`."""
         end = FinishReason.by_abort(message)
+        self._drop_arrived(None, message)
         for rid, (req, on_event, _) in list(self._listeners.items()):
             on_event(TokenEvent((), end, req.cached_tokens, self._now))
             del self._listeners[rid]

@@ -3,8 +3,10 @@ scheduling divergence (reference/simulators.md §7.2).
 
 The recorded requests are re-submitted to a fresh `Scheduler` built from the header's
 effective EngineConfig and ModelInfo, with the recorded step start times as the clock: before
-step k is scheduled, every request whose `arrival_time <= start_time[k]` has been added (in
-arrival order), and step k's results are processed at `start_time[k] + duration[k]`. Tokens
+step k is scheduled, every request that arrived by `Scheduler.admission_time(start_time[k])`
+has been added (in arrival order; the rest by `start_time[k]` when that scheduling finds
+nothing, as the driver does), and step k's results are processed at `start_time[k] +
+duration[k]`. Tokens
 come from a `ReplayTokenSource` of the trace. Each re-scheduled step is compared with the
 recorded one (`StepRecord.diff`, times and the step counter ignored), and each recorded step
 is priced with the cost model, so:
@@ -40,6 +42,7 @@ from sim.token_source import ReplayTokenSource
 if TYPE_CHECKING:
     import pandas as pd
 
+    from shared.schedule_batch import ScheduleBatch
     from shared.step_record import StepRecord
 
 REPLAY_IGNORED_FIELDS = ("start_time", "duration", "step")
@@ -117,8 +120,7 @@ def replay_schedule(trace: Trace) -> list[str | None]:
     ran: list[bool] = []
     end = 0.0
     for rec in trace.steps:
-        arrivals.admit(rec.start_time)
-        batch = scheduler.get_next_batch_to_run(rec.start_time)
+        batch = _schedule(scheduler, arrivals, rec.start_time)
         ran.append(batch is not None)
         if batch is None:
             continue
@@ -127,7 +129,7 @@ def replay_schedule(trace: Trace) -> list[str | None]:
         ids = runner.sample(output, fb)
         end = rec.start_time + rec.duration
         scheduler.process_batch_result(batch, output, ids, end, source.finished(batch, ids))
-        arrivals.admit(end)
+        arrivals.admit(end, scheduler.admission_time(end))
         if not scheduler.reqs:  # every request so far finished: the driver's idle poll
             scheduler.get_next_batch_to_run(end)
     if scheduler.pending is not None:  # NOTE: overlap: the last result is processed at the next poll
@@ -135,6 +137,17 @@ def replay_schedule(trace: Trace) -> list[str | None]:
     replayed = iter(scheduler.trace.steps)
     return [_first_diff(rec, next(replayed)) if r else MISSING_STEP
             for rec, r in zip(trace.steps, ran, strict=True)]
+
+
+def _schedule(scheduler: Scheduler, arrivals: _Arrivals, now: float) -> ScheduleBatch | None:
+    """The driver's scheduling at `now`: admit by `Scheduler.admission_time`, schedule, and
+    when that finds nothing, admit the rest that arrived by `now` and schedule again."""
+    arrivals.admit(now, scheduler.admission_time(now))
+    batch = scheduler.get_next_batch_to_run(now)
+    if batch is None:
+        arrivals.admit(now)
+        batch = scheduler.get_next_batch_to_run(now)
+    return batch
 
 
 class _Arrivals:
@@ -148,12 +161,14 @@ class _Arrivals:
         self.aborts = sorted((r for r in self.pending if _aborted_unserved(r)),
                              key=lambda r: r.finish_time)
 
-    def admit(self, now: float) -> None:
+    def admit(self, now: float, until: float | None = None) -> None:
+        """Apply the aborts recorded before `now`, then add the requests that arrived by
+        `until` (default `now`)."""
         while self.aborts and self.aborts[0].finish_time < now:
             rec = self.aborts.pop(0)
             self._admit_until(rec.arrival_time)
             self.scheduler.abort(rec.rid, rec.finish_reason.message or "aborted")
-        self._admit_until(now)
+        self._admit_until(now if until is None else until)
 
     def _admit_until(self, now: float) -> None:
         reqs = self.pending

@@ -172,3 +172,24 @@ def test_a_run_leaves_what_the_caller_froze_frozen():
         assert gc.get_freeze_count() > frozen // 2 and gc.isenabled()  # not thawed (0)
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize("disable_overlap", [False, True])
+def test_an_arrival_during_a_step_runs_one_step_later_under_overlap(disable_overlap):
+    """A request arriving while step N runs is first scheduled in step N + 1, or under the
+    overlap schedule in step N + 2 (SGLang's loop schedules N + 1 as N launches); one
+    reaching an idle engine runs at once."""
+    from shared import SamplingParams, WorkloadRequest
+
+    params = SamplingParams(max_new_tokens=40, ignore_eos=True)
+    first = WorkloadRequest("a", 0.0, tuple(range(1, 33)), params)
+    probe = drive_workload(_scheduler(disable_overlap_schedule=disable_overlap),
+                           ScriptedRunner(VOCAB), Workload((first,)), clock=CLOCK)
+    mid = probe.steps[10].start_time + probe.steps[10].duration / 2   # inside step 10
+    late = WorkloadRequest("b", mid, tuple(range(40, 72)), params)
+    trace = drive_workload(_scheduler(disable_overlap_schedule=disable_overlap),
+                           ScriptedRunner(VOCAB), Workload((first, late)), clock=CLOCK)
+    assert trace.steps[0].start_time == 0.0 and trace.steps[0].rids == ("a",)
+    ran = next(s for s in trace.steps if "b" in s.rids)
+    during = next(s for s in trace.steps if s.start_time < mid < _end(s))
+    assert during.step == 10 and ran.step == during.step + 1 + (not disable_overlap)

@@ -20,19 +20,27 @@ STOP = FinishReason.by_stop("END")
 ABORT = FinishReason.by_abort("client went away")
 
 
+ENDS = {"r1": (3, STOP), "r3": (2, ABORT)}   # rid -> (output tokens, how it ends)
+
+
 class RecordedRun(SyntheticTokenSource):
     """Seeded ids, but r2 samples EOS at output 4; r1 ends by a stop string after 3 tokens
-    and r3 is aborted after 2."""
+    and r3 is aborted after 2 (`steps_before_end` tells the driver's decode runs so)."""
 
     def token_ids(self, rids, indices):
         ids = super().token_ids(rids, indices)
         hit = (np.asarray(rids) == "r2") & (np.asarray(indices) == 4)
         return np.where(hit, EOS, ids)
 
+    def steps_before_end(self, rids, output_lens, steps):
+        for rid, have in zip(rids, np.asarray(output_lens).tolist(), strict=True):
+            if rid in ENDS and ENDS[rid][0] > have:
+                steps = min(steps, ENDS[rid][0] - have - 1)
+        return steps
+
     def finished(self, batch, ids):
-        ends = {"r1": (3, STOP), "r3": (2, ABORT)}
-        return {r.rid: ends[r.rid][1] for r in batch.reqs
-                if r.rid in ends and r.is_chunked == 0 and len(r.output_ids) + 1 == ends[r.rid][0]}
+        return {r.rid: ENDS[r.rid][1] for r in batch.reqs
+                if r.rid in ENDS and r.is_chunked == 0 and len(r.output_ids) + 1 == ENDS[r.rid][0]}
 
 
 def _workload():
