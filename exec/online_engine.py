@@ -19,6 +19,7 @@ import queue
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from shared.arrival_buffer import ArrivalBuffer
 from shared.engine_thread import EngineThread
 from shared.finish_reason import FinishReason
 from shared.invalid_request import InvalidRequestError
@@ -54,7 +55,7 @@ class ExecOnlineEngine:
         self.context_length = engine.scheduler.config.context_length
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._listeners: dict[str, Listener] = {}
-        self._arrived: list[Submitted] = []   # drained, not yet admitted (admission_time)
+        self._arrived = ArrivalBuffer(lambda s: s.arrival, lambda s: s.rid)   # not admitted yet
         self._loop = EngineThread("exec-engine", self._turn,
                                   lambda e: self._fail_all(f"the engine failed: {e!r}"))
         self._stats = self._snapshot()
@@ -75,7 +76,7 @@ class ExecOnlineEngine:
         self._loop.wake()
 
     def abort(self, rid: str) -> bool:
-        known = rid in self._listeners or any(s.rid == rid for s in self._arrived)
+        known = rid in self._listeners or self._arrived.holds(rid)
         self._inbox.put(rid)
         self._loop.wake()
         return known
@@ -124,7 +125,7 @@ class ExecOnlineEngine:
             except queue.Empty:
                 return
             if isinstance(item, Submitted):
-                self._arrived.append(item)
+                self._arrived.add(item)
             elif item in self._listeners:
                 self._e.scheduler.abort(item)
             else:
@@ -132,16 +133,13 @@ class ExecOnlineEngine:
 
     def _admit_until(self, t: float) -> None:
         """Admit the drained requests that arrived by `t` (`Scheduler.admission_time`)."""
-        due = [s for s in self._arrived if s.arrival <= t]
-        self._arrived = [s for s in self._arrived if s.arrival > t]
-        for s in due:
+        for s in self._arrived.take_until(t):
             self._admit(s)
 
     def _drop_arrived(self, rid: str | None, message: str) -> None:
         """End `rid` (None: every one) among the drained requests not admitted, aborted."""
-        for s in [s for s in self._arrived if rid is None or s.rid == rid]:
+        for s in self._arrived.take(rid):
             s.on_event(TokenEvent((), FinishReason.by_abort(message), 0, self._e.now()))
-            self._arrived.remove(s)
 
     def _admit(self, s: Submitted) -> None:
         try:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from shared.arrival_buffer import ArrivalBuffer
 from shared.engine_thread import EngineThread
 from shared.finish_reason import FinishReason
 from shared.forward_batch import ForwardBatch
@@ -52,7 +53,8 @@ class SimulatedOnlineEngine:
         self._lengths, self._ends = output_lengths, {}   # rid -> its drawn answer length
         self._t0 = 0.0
         self._now = 0.0
-        self._arrived: list[tuple[Req, Callable[[TokenEvent], None]]] = []  # not yet admitted
+        # NOTE: received, not admitted yet: (req, on_event)
+        self._arrived = ArrivalBuffer(lambda a: a[0].arrival_time, lambda a: a[0].rid)
 
     # --- the server's side (any thread) --------------------------------------------------
 
@@ -72,7 +74,7 @@ class SimulatedOnlineEngine:
         self._loop.wake()
 
     def abort(self, rid: str) -> bool:
-        known = rid in self._listeners or any(r.rid == rid for r, _ in self._arrived)
+        known = rid in self._listeners or self._arrived.holds(rid)
         self._inbox.put(("abort", rid, None))
         self._loop.wake()
         return known
@@ -132,13 +134,8 @@ class SimulatedOnlineEngine:
         return batch
 
     def _admit_until(self, t: float) -> None:
-        keep = []
-        for req, on_event in self._arrived:
-            if req.arrival_time <= t:
-                self._admit(req, on_event)
-            else:
-                keep.append((req, on_event))
-        self._arrived = keep
+        for req, on_event in self._arrived.take_until(t):
+            self._admit(req, on_event)
 
     def _step(self, batch) -> None:
         sched, runner = self._s.scheduler, self._s.runner
@@ -163,7 +160,7 @@ class SimulatedOnlineEngine:
             except queue.Empty:
                 return
             if kind == "submit":
-                self._arrived.append((item, on_event))
+                self._arrived.add((item, on_event))
             elif item in self._listeners:
                 sched.abort(item)
             else:
@@ -171,13 +168,8 @@ class SimulatedOnlineEngine:
 
     def _drop_arrived(self, rid: str | None, message: str) -> None:
         """End `rid` (None: every one) among the requests not admitted yet, aborted."""
-        keep = []
-        for req, on_event in self._arrived:
-            if rid is None or req.rid == rid:
-                on_event(TokenEvent((), FinishReason.by_abort(message), 0, self._now))
-            else:
-                keep.append((req, on_event))
-        self._arrived = keep
+        for _, on_event in self._arrived.take(rid):
+            on_event(TokenEvent((), FinishReason.by_abort(message), 0, self._now))
 
     def _admit(self, req: Req, on_event: Callable[[TokenEvent], None]) -> None:
         try:

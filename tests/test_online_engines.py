@@ -83,3 +83,16 @@ def test_a_failing_engine_thread_ends_open_requests_and_stop_raises(kind, tiny_c
         engine.submit("b", [5], SamplingParams(max_new_tokens=2), Collected())
     with pytest.raises(RuntimeError, match="boom"):
         engine.stop()
+
+
+def test_the_arrival_buffer_hands_over_what_arrived_and_ends_what_is_taken():
+    """take_until(t) returns the requests that arrived by t in order and keeps the later
+    ones; take(rid) removes one request, take() the rest."""
+    from shared.arrival_buffer import ArrivalBuffer
+
+    buf = ArrivalBuffer(lambda a: a[1], lambda a: a[0])
+    for item in (("a", 0.1), ("b", 0.5), ("c", 0.2), ("d", 0.9)):
+        buf.add(item)
+    assert buf.take_until(0.3) == [("a", 0.1), ("c", 0.2)]
+    assert buf.holds("b") and not buf.holds("a")
+    assert buf.take("d") == [("d", 0.9)] and buf.take() == [("b", 0.5)] and not buf

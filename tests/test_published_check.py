@@ -313,3 +313,16 @@ def test_a_submitters_pipeline_parallel_layout_is_refused_by_name():
     out = express({**MLPERF, "model": "meta-llama/Llama-3.1-405B-Instruct",
                    "input_len": "dataset:mlperf-llama3.1-405b"})
     assert isinstance(out, Unexpressed) and "pipeline parallelism 2" in out.reason
+
+
+def test_every_held_out_row_is_expressed():
+    """The held-out TensorRT-LLM online cells all become simulator runs (none refused)."""
+    import csv
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "experiments/published_check/holdout/trt014_online_low_qps.csv"
+    with path.open() as f:
+        specs = [express(row) for row in csv.DictReader(f)]
+    assert len(specs) == 79
+    assert not [s for s in specs if isinstance(s, Unexpressed)]
+    assert {s.sim_args["hardware"] for s in specs} == {"h100", "h200"}
