@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 
 from experiments.cpu_info import cpu_model
 
@@ -81,13 +82,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def thread_server(port: int, time_scale: float):
-    """`batchtwin serve --simulate` (Llama-3-8B, H100) on a thread of this process; returns
-    its stop()."""
+def thread_server(port: int, time_scale: float, flags: Sequence[str] = ()):
+    """`batchtwin serve --simulate` (Llama-3-8B, H100) with `flags` on a thread of this
+    process; returns its stop()."""
     from experiments.cli import build_parser
     from experiments.serve.cmd import build_app
 
-    args = build_parser().parse_args(["serve", "--simulate", "--time-scale", f"{time_scale!r}"])
+    args = build_parser().parse_args(["serve", "--simulate", "--time-scale", f"{time_scale!r}",
+                                      *flags])
     return app_thread(build_app(args), port)
 
 
@@ -112,11 +114,12 @@ def app_thread(app, port: int, graceful_s: float | None = None):
     return stop
 
 
-def subprocess_server(port: int, time_scale: float):
+def subprocess_server(port: int, time_scale: float, flags: Sequence[str] = ()):
+    """`batchtwin serve --simulate` with `flags` in a process of its own; returns its stop()."""
     import httpx
 
     proc = subprocess.Popen([sys.executable, "-m", "experiments.cli", "serve", "--simulate",
-                             "--port", str(port), "--time-scale", f"{time_scale:g}"])
+                             "--port", str(port), "--time-scale", f"{time_scale:g}", *flags])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

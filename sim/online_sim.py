@@ -108,7 +108,6 @@ class SimulatedOnlineEngine:
         """Admit, run one step (or wait while idle), send what is new; False once stopping
         and idle."""
         sched = self._s.scheduler
-        self._now = max(self._now, self.wall_now())
         self._drain_inbox()
         if self._loop.stopping:
             self._abort_all()
@@ -124,13 +123,16 @@ class SimulatedOnlineEngine:
 
     def _schedule(self):
         """Admit what arrived by `Scheduler.admission_time` and schedule; when that finds
-        nothing, admit the rest that arrived by now and schedule again (the next turn)."""
+        nothing, the clock catches up with the wall (the simulated GPU idles) and what
+        arrived by then is admitted and scheduled (the loop's next turn)."""
         sched = self._s.scheduler
         self._admit_until(sched.admission_time(self._now))
         batch = sched.get_next_batch_to_run(self._now)
-        if batch is None and self._arrived:
-            self._admit_until(self._now)
-            batch = sched.get_next_batch_to_run(self._now)
+        if batch is None:
+            self._now = max(self._now, self.wall_now())
+            if self._arrived:
+                self._admit_until(self._now)
+                batch = sched.get_next_batch_to_run(self._now)
         return batch
 
     def _admit_until(self, t: float) -> None:
@@ -145,7 +147,9 @@ class SimulatedOnlineEngine:
         delay = self._t0 + end / self.time_scale - self._clock()
         if delay > 0:
             time.sleep(delay)
-        self._now = end
+        # NOTE: the host's work between steps hides in the next step's price; only where it
+        # outlasts the price does the clock fall back to the wall
+        self._now = end if delay > 0 else max(end, self.wall_now())
         ids = runner.sample(out, fb)
         if self._ends:
             ids = self._lengths.with_eos(batch.reqs, ids, self._ends)
