@@ -56,11 +56,13 @@ CHIP_KERNELS = {c.key: c for c in (
                     "size their persistent grids to 148 CTAs)"),
         ("mamf_bf16", f"B200 SXM 1745.0 TFLOP/s bf16: {_MAMF}"),
         ("mamf_fp8", f"B200 SXM 3432.5 TFLOP/s fp8 e4m3: {_MAMF}"),
-        ("mamf_fp4", f"derived, no published fp4 sweep ({_MAMF} has no fp4 column): the fp8 "
-                     "MAMF's fraction of the fp8 peak (3432.5 / 4500 = 0.763) x the 9,000 "
-                     "TFLOP/s dense fp4 peak (sim.hardware_catalogue b200) = 6865 TFLOP/s"),
+        ("mamf_fp4", "B200 5702 TFLOP/s FP4 x FP4 (MXF4, the block-scaled fp4 MMA NVFP4 "
+                     "also runs on) at 8192 x 8192 x 8192, the best of a "
+                     "published seven-shape sweep (cuBLASLt 13.3: 5239): deepseek-ai/DeepGEMM "
+                     "pull request 348 (2026-06-01, CUDA 12.9); the fp8-MAMF-fraction "
+                     "estimate it replaces (6865) was 20% above it"),
         ("attention_fraction", f"assumption: Hopper's fraction ({_FA3}); no B200 figure")),
-        mamf_fp4=3432.5e12 / 4500e12 * 9000e12),
+        mamf_fp4=5702e12),
     ChipKernels("mi300x", 304, 668.4e12, None, 0.51, (
         ("num_sms", "AMD Instinct MI300X data sheet: 304 compute units"),
         ("mamf_bf16", f"MI300X 668.4 TFLOP/s bf16 (ROCm 6.3, TunableOp): {_MAMF}"),
