@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -93,6 +93,19 @@ class BoundSplit(NamedTuple):
         return BOUNDS[2] if communication >= cpu else BOUNDS[3]
 
 
+def bounds_of(compute: np.ndarray, memory: np.ndarray, communication: np.ndarray,
+              cpu: np.ndarray, overlap: bool = False) -> list[str]:
+    """[N] `BoundSplit(...).bound(overlap)` of N steps whose terms are [N] float64 arrays (the
+    same comparisons, over arrays)."""
+    hides = cpu >= compute + memory + communication if overlap else np.zeros(len(cpu), bool)
+    if overlap:
+        cpu = np.full(len(cpu), -1.0)
+    first = np.select([(compute >= memory) & (compute >= communication) & (compute >= cpu),
+                       (memory >= communication) & (memory >= cpu), communication >= cpu],
+                      [0, 1, 2], 3)
+    return np.array(BOUNDS)[np.where(hides, 3, first)].tolist()
+
+
 def split_max(compute: float, memory: float, seconds: float | None = None) -> BoundSplit:
     """A part priced max(compute, memory) (+ fixed latency: `seconds`, default the max) as
     compute when compute > memory, else memory."""
@@ -134,6 +147,13 @@ class CostModel(ABC):
         step ([B] int64 seq_lens, its token included). Models may override it with
         arithmetic on the totals that gives the same bound."""
         return self.step_bound(BatchShape.decode(seq_lens, padded_batch_size), overlap)
+
+    def decode_step_bounds(self, seq_lens: Sequence[Sequence[int]], padded: Sequence[int],
+                           overlap: bool = False) -> list[str]:
+        """decode_step_bound of many decode steps (their seq_lens, their padded sizes, each
+        >= its len). Models may override it with array arithmetic that names the same bounds."""
+        return [self.decode_step_bound(np.asarray(s, dtype=np.int64), p, overlap)
+                for s, p in zip(seq_lens, padded, strict=True)]
 
     def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int,
                           overlap: bool = False) -> Iterator[float]:

@@ -26,14 +26,14 @@ not priced.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
 from sim.batch_shape import BatchShape
-from sim.cost_model import BoundSplit, CostModel, StepCost, split_max, sum_splits
+from sim.cost_model import BoundSplit, CostModel, StepCost, bounds_of, split_max, sum_splits
 from sim.expert_cost import ExpertCost, expert_cost
 from sim.hardware import PEAK_FIELD, Efficiencies, Hardware
 from sim.model_shape import ModelShape
@@ -167,22 +167,33 @@ class RooflineCostModel(CostModel):
             return BoundSplit(cpu=self.effective_overheads.per_step)
         return sum_splits(self._rows_split(shape), split_max(*self._attention_terms(shape)))
 
-    def decode_step_bound(self, seq_lens: np.ndarray, padded_batch_size: int,
-                          overlap: bool = False) -> str:
-        """step_bound(BatchShape.decode(seq_lens, padded), overlap) from the KV total, the
-        parts that depend on the row count alone memoised."""
-        rows, b = padded_batch_size, len(seq_lens)
-        if rows == 0:
-            return super().decode_step_bound(seq_lens, padded_batch_size, overlap)
+    def decode_step_bounds(self, seq_lens: Sequence[Sequence[int]], padded: Sequence[int],
+                           overlap: bool = False) -> list[str]:
+        """decode_step_bound over arrays of the steps (one pass, no per-step objects): the
+        KV total and the parts that depend on the row count alone (memoised), the same
+        floats as step_split's, so the same bounds."""
+        b = np.fromiter(map(len, seq_lens), np.int64, len(seq_lens))
+        rows = np.asarray(padded, dtype=np.int64)
+        if not b.all():   # NOTE: a step of no rows is priced as its overhead alone
+            return super().decode_step_bounds(seq_lens, padded, overlap)
+        ends = np.cumsum(b)                                           # [N]
+        totals = np.concatenate(([0], np.cumsum(np.concatenate(seq_lens, dtype=np.int64))))
+        kv, r = totals[ends] - totals[ends - b] + rows - b, self._rates   # [N]
+        sizes, at = np.unique(rows, return_inverse=True)
+        fixed = np.array([self._decode_rows_split(int(n)) for n in sizes])[at]   # [N, 4]
+        compute, memory = kv * r.attention_per_pair, kv * r.attention_per_kv_token
+        on_compute = compute > memory
+        return bounds_of(fixed[:, 0] + np.where(on_compute, compute, 0.0),
+                         fixed[:, 1] + np.where(on_compute, 0.0, memory),
+                         fixed[:, 2], fixed[:, 3], overlap)
+
+    def _decode_rows_split(self, rows: int) -> BoundSplit:
+        """The split of a decode step of `rows` rows but its attention (memoised)."""
         fixed = self._decode_splits.get(rows)
         if fixed is None:
             fixed = self._decode_splits[rows] = self._rows_split(
                 BatchShape.decode(np.ones(rows, np.int64), rows))
-        kv, r = int(np.add.reduce(seq_lens)) + rows - b, self._rates
-        compute, memory = kv * r.attention_per_pair, kv * r.attention_per_kv_token
-        if compute > memory:
-            return BoundSplit(fixed.compute + compute, *fixed[1:]).bound(overlap)
-        return BoundSplit(fixed.compute, fixed.memory + memory, *fixed[2:]).bound(overlap)
+        return fixed
 
     def _rows_split(self, shape: BatchShape) -> BoundSplit:
         """step_split but attention: linear, LM head, experts, collectives, overhead."""

@@ -1,6 +1,8 @@
 """`step_bounds`: what bound every step of a simulated run (`CostModel.step_bound`), from its
 trace: each recorded batch re-priced once after the run, so the simulation's hot path (and
 its decode runs, priced without building shapes) is untouched and the trace format with it.
+The decode steps go to the model together (`CostModel.decode_step_bounds`), the others one
+by one as BatchShapes.
 """
 
 from __future__ import annotations
@@ -25,17 +27,15 @@ def step_bounds(model: CostModel, trace: Trace, overlap: bool = False) -> list[s
     recorded batch (at its recorded padded size), under the overlap schedule when `overlap`."""
     if not len(trace):
         return []
-    columns = trace.step_columns(*SHAPE_FIELDS)
-    return [step_bound(model, overlap, *row) for row in zip(*columns, strict=True)]
-
-
-def step_bound(model: CostModel, overlap: bool, mode: str, seq_lens, *fields) -> str:
-    """One step's bound from its trace fields (SHAPE_FIELDS); decode steps through the
-    model's `decode_step_bound` (no BatchShape built)."""
-    if mode == "DECODE":
-        return model.decode_step_bound(np.asarray(seq_lens, dtype=np.int64),
-                                       fields[2] or len(seq_lens), overlap)
-    return model.step_bound(shape_of(mode, seq_lens, *fields), overlap)
+    rows = list(zip(*trace.step_columns(*SHAPE_FIELDS), strict=True))
+    decode = [i for i, row in enumerate(rows) if row[0] == "DECODE"]
+    bounds = ["" if row[0] == "DECODE" else model.step_bound(shape_of(*row), overlap)
+              for row in rows]
+    decoded = model.decode_step_bounds([rows[i][1] for i in decode],
+                                       [rows[i][4] or len(rows[i][1]) for i in decode], overlap)
+    for i, bound in zip(decode, decoded, strict=True):
+        bounds[i] = bound
+    return bounds
 
 
 def shape_of(mode: str, seq_lens, prefix_lens, pruned_rows, padded: int,

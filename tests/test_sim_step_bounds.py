@@ -12,7 +12,7 @@ from shared.run_result import STEP_COLUMNS, RunResult, bound_shares
 from shared.trace import Trace
 from shared.workload import Workload
 from sim.batch_shape import BatchShape
-from sim.cost_model import BOUNDS, BoundSplit, ZeroCostModel
+from sim.cost_model import BOUNDS, BoundSplit, ZeroCostModel, bounds_of
 from sim.hardware import get_hardware
 from sim.kernel_cost_model import KernelCostModel
 from sim.model_shapes import get_model_shape
@@ -88,6 +88,36 @@ def test_the_bound_is_the_largest_term_or_cpu_when_it_hides_the_device():
     split = BoundSplit(compute=3.0, memory=3.5, communication=0.0, cpu=4.0)
     assert split.bound() == "cpu" and split.bound(overlap=True) == "memory"
     assert BoundSplit(cpu=1.0).bound(overlap=True) == "cpu" and BOUNDS[0] == "compute"
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize(("model", "tp", "hw"), [
+    ("llama-3-8b", 1, {}), ("smollm2-135m", 1, {}), ("llama-3-70b", 8, {"interconnect_bw": 1e9}),
+    ("mixtral-8x7b", 2, {}), ("deepseek-v3", 8, {}),
+    ("llama-3-8b", 1, {"mem_bw": 1e17})])   # NOTE: memory this fast makes attention compute-bound
+def test_decode_steps_bounded_together_name_each_steps_own_bound(cls, model, tp, hw):
+    """decode_step_bounds over many steps (the trace pass) equals decode_step_bound of each,
+    with and without overlap, for batches of 1 to 300 rows, padded or not."""
+    hw = dataclasses.replace(get_hardware("h100"), **hw)
+    m, rng = cls(get_model_shape(model), hw, tp), np.random.default_rng(7)
+    sizes = rng.integers(1, 300, 200)
+    seqs = [rng.integers(1, int(rng.choice([64, 4096, 60000])), n) for n in sizes]
+    padded = [n + int(rng.choice([0, 0, 5])) for n in sizes]
+    seqs[0], padded[0] = (), 0   # a step of no rows: its overhead alone
+    for overlap in (False, True):
+        want = [m.decode_step_bound(np.asarray(s, np.int64), p, overlap)
+                for s, p in zip(seqs, padded)]
+        assert m.decode_step_bounds(seqs, padded, overlap) == want
+        assert m.decode_step_bounds(seqs[1:], padded[1:], overlap) == want[1:]
+
+
+def test_bounds_over_arrays_are_boundsplit_bound_ties_included():
+    """bounds_of names, per step, what BoundSplit.bound does, ties and overlap included."""
+    rng = np.random.default_rng(3)
+    terms = rng.choice([0.0, 1.0, 2.0, 3.0], (4, 500))   # NOTE: small integers: many ties
+    for overlap in (False, True):
+        want = [BoundSplit(*map(float, t)).bound(overlap) for t in terms.T]
+        assert bounds_of(*terms, overlap) == want
 
 
 def test_the_default_split_counts_device_parts_as_compute():
