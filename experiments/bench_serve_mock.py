@@ -82,14 +82,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def thread_server(port: int, time_scale: float, flags: Sequence[str] = ()):
-    """`batchtwin serve --simulate` (Llama-3-8B, H100) with `flags` on a thread of this
-    process; returns its stop()."""
+def thread_server(port: int, time_scale: float):
+    """`batchtwin serve --simulate` (Llama-3-8B, H100) on a thread of this process; returns
+    its stop()."""
     from experiments.cli import build_parser
     from experiments.serve.cmd import build_app
 
-    args = build_parser().parse_args(["serve", "--simulate", "--time-scale", f"{time_scale!r}",
-                                      *flags])
+    args = build_parser().parse_args(["serve", "--simulate", "--time-scale", f"{time_scale!r}"])
     return app_thread(build_app(args), port)
 
 

@@ -119,6 +119,7 @@ class SimulatedOnlineEngine:
         if self._loop.stopping and not sched.has_work() and not self._arrived:
             return False
         self._loop.idle(IDLE_POLL_S)
+        self._now = max(self._now, self.wall_now())   # NOTE: idle, the clock follows the wall
         return True
 
     def _schedule(self):

@@ -7,15 +7,17 @@ benchmark client meets a server) checks the mock at real time, in its two parts:
   later steps); the TPOT the client measures is the simulator's within 5% or 2 ms;
 - the HTTP path: what the client adds to the server's TTFT median (a request's way in,
   its first chunk's way out) is at most HTTP_ALLOWANCE_MS or, on a host where one plain
-  HTTP round trip to the same server (`/health`) is slower, HTTP_ROUND_TRIPS of those.
+  HTTP round trip to the same server (`/health`, the slower median of before and after
+  the run) is slower, HTTP_ROUND_TRIPS of those.
 
 NOTE: the client's TTFT against the simulator run at the client's send times is looser
 than their sum: a request that reaches the engine a moment after a step starts waits for
 the next scheduling, so its way in can also cost it a step (under the overlap schedule a
 request arriving in step N runs in N + 2). On a slow 2-core AMD EPYC (`python -m timeit
-"sum(range(10000))"`: 0.49 ms; a 2.5-3.5 ms round trip) the client's TTFT median was 7-10
-ms above that prediction, of which the HTTP path took 9.1-10.2 ms between medians (2.9-3.2
-round trips); there only its lower bound (never faster than the simulator) is checked.
+"sum(range(10000))"`: 0.49 ms; a 1.7-3.5 ms round trip) the client's TTFT median was 7-10
+ms above that prediction, of which the HTTP path took 6.4-10.2 ms between medians (2.8-3.9
+round trips in 20 runs; with the round trip before the run alone, up to 4.4); there only
+its lower bound (never faster than the simulator) is checked.
 """
 
 from __future__ import annotations
@@ -29,17 +31,17 @@ import time
 
 import httpx
 
-from experiments.bench_serve_mock import free_port, measure, subprocess_server, thread_server
+from experiments.bench_serve_mock import free_port, measure, subprocess_server
 from shared import Trace, Workload
 from shared.workload import WorkloadRequest
 from sim.simulate import simulate
 
 RATE, PROMPTS, INPUT, OUTPUT = 8.0, 60, 256, 64
 HTTP_ALLOWANCE_MS = 3.0
-HTTP_ROUND_TRIPS = 4   # a streamed request's way in, the engine thread's hand-off, the chunk
-                       # out: 2.9-3.2 round trips measured, see the module's docstring
+HTTP_ROUND_TRIPS = 5   # a streamed request's way in, the engine thread's hand-off, the chunk
+                       # out: 2.8-3.9 round trips measured, see the module's docstring
 ENGINE_JITTER_MS = 3.0   # the real-time engine's step phase against the simulator's: its
-                         # TTFT median within -1.2..+1.3 ms of the replay in 11 runs
+                         # TTFT median within -1.8..+1.3 ms of the replay in 19 runs
 
 
 def test_the_mock_answers_as_the_simulator_plus_the_http_path(tmp_path):
@@ -48,9 +50,10 @@ def test_the_mock_answers_as_the_simulator_plus_the_http_path(tmp_path):
     port, saved = free_port(), tmp_path / "trace.json"
     stop = subprocess_server(port, 1.0, ["--trace-out", str(saved)])
     try:
-        allowance = max(HTTP_ALLOWANCE_MS, HTTP_ROUND_TRIPS * _round_trip_ms(port))
+        before = _round_trip_ms(port)
         measured, predicted = measure(f"http://127.0.0.1:{port}", 1.0, PROMPTS, RATE, INPUT,
                                       OUTPUT)
+        allowance = max(HTTP_ALLOWANCE_MS, HTTP_ROUND_TRIPS * max(before, _round_trip_ms(port)))
     finally:
         stop()
     assert measured["completed"] == PROMPTS
