@@ -24,6 +24,7 @@ from sim.batch_shape import BatchShape
 
 if TYPE_CHECKING:
     from shared.step_record import StepRecord
+    from sim.extend_steps import ExtendSteps
 
 STEP_COST_PARTS = ("linear", "attention", "lm_head", "allreduce", "experts", "alltoall", "overhead")
 BOUNDS = ("compute", "memory", "communication", "cpu")
@@ -154,6 +155,11 @@ class CostModel(ABC):
         >= its len). Models may override it with array arithmetic that names the same bounds."""
         return [self.decode_step_bound(np.asarray(s, dtype=np.int64), p, overlap)
                 for s, p in zip(seq_lens, padded, strict=True)]
+
+    def extend_step_bounds(self, steps: ExtendSteps, overlap: bool = False) -> list[str]:
+        """step_bound of many extend steps. Models may override it with array arithmetic
+        on the steps' totals (`ExtendSteps.totals`) that names the same bounds."""
+        return [self.step_bound(shape, overlap) for shape in steps.shapes()]
 
     def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int,
                           overlap: bool = False) -> Iterator[float]:

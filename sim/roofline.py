@@ -1,5 +1,4 @@
-"""`RooflineCostModel`: price a forward from FLOPs, bytes and the hardware's peaks, and
-`kv_capacity_tokens`: how many KV tokens fit beside the weights.
+"""`RooflineCostModel`: price a forward from FLOPs, bytes and the hardware's peaks.
 
 Per step, per tensor-parallel rank (tp divides linear FLOPs and weight bytes, attention heads,
 KV heads while tp <= kv_heads, and the LM head, which is vocab-parallel):
@@ -35,20 +34,18 @@ import numpy as np
 from sim.batch_shape import BatchShape
 from sim.cost_model import BoundSplit, CostModel, StepCost, bounds_of, split_max, sum_splits
 from sim.expert_cost import ExpertCost, expert_cost
+from sim.extend_steps import ExtendSteps, StepTotals, flatten, segment_sums
 from sim.hardware import PEAK_FIELD, Efficiencies, Hardware
 from sim.model_shape import ModelShape
 from sim.parallelism import (
-    check_attention_dp,
     check_ep,
     check_tp,
     kv_bytes_per_token_per_rank,
-    weight_bytes_per_gpu,
 )
 from sim.precision import DTYPE_BYTES, WEIGHT_ONLY_DTYPES
 
 OVERHEAD_SOURCE = ("BLIS: ~126 us per step + 32 us per layer of CPU/launch overhead "
                    "(reference/simulators.md §9)")
-DEFAULT_RESERVE_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
@@ -92,8 +89,8 @@ class RooflineCostModel(CostModel):
     expert_zipf: float = 0.0                   # Zipf exponent of expert popularity (0: uniform)
     _rates: _Rates = field(init=False, repr=False, compare=False)
     _experts: ExpertCost | None = field(init=False, repr=False, compare=False)
-    _decode_splits: dict[int, BoundSplit] = field(default_factory=dict, init=False,
-                                                  repr=False, compare=False)
+    _expert_terms_memo: dict[int, tuple[float, float, float]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_tp(self.tp, self.model_shape)
@@ -169,31 +166,49 @@ class RooflineCostModel(CostModel):
 
     def decode_step_bounds(self, seq_lens: Sequence[Sequence[int]], padded: Sequence[int],
                            overlap: bool = False) -> list[str]:
-        """decode_step_bound over arrays of the steps (one pass, no per-step objects): the
-        KV total and the parts that depend on the row count alone (memoised), the same
-        floats as step_split's, so the same bounds."""
-        b = np.fromiter(map(len, seq_lens), np.int64, len(seq_lens))
+        """decode_step_bound over arrays of the steps (`_bounds_of_totals`): a decode step's
+        attention pairs are its KV tokens, its LM-head rows its padded rows."""
+        b = np.fromiter(map(len, seq_lens), np.int64, len(seq_lens))        # [N]
         rows = np.asarray(padded, dtype=np.int64)
-        if not b.all():   # NOTE: a step of no rows is priced as its overhead alone
-            return super().decode_step_bounds(seq_lens, padded, overlap)
-        ends = np.cumsum(b)                                           # [N]
-        totals = np.concatenate(([0], np.cumsum(np.concatenate(seq_lens, dtype=np.int64))))
-        kv, r = totals[ends] - totals[ends - b] + rows - b, self._rates   # [N]
-        sizes, at = np.unique(rows, return_inverse=True)
-        fixed = np.array([self._decode_rows_split(int(n)) for n in sizes])[at]   # [N, 4]
-        compute, memory = kv * r.attention_per_pair, kv * r.attention_per_kv_token
-        on_compute = compute > memory
-        return bounds_of(fixed[:, 0] + np.where(on_compute, compute, 0.0),
-                         fixed[:, 1] + np.where(on_compute, 0.0, memory),
-                         fixed[:, 2], fixed[:, 3], overlap)
+        kv = segment_sums(flatten(seq_lens), b) + rows - b   # NOTE: padding rows read one key each
+        return self._bounds_of_totals(StepTotals(rows, kv, kv, rows), False, overlap)
 
-    def _decode_rows_split(self, rows: int) -> BoundSplit:
-        """The split of a decode step of `rows` rows but its attention (memoised)."""
-        fixed = self._decode_splits.get(rows)
-        if fixed is None:
-            fixed = self._decode_splits[rows] = self._rows_split(
-                BatchShape.decode(np.ones(rows, np.int64), rows))
-        return fixed
+    def extend_step_bounds(self, steps: ExtendSteps, overlap: bool = False) -> list[str]:
+        """step_bound of many extend steps over arrays of their totals (`_bounds_of_totals`)."""
+        return self._bounds_of_totals(steps.totals(), True, overlap)
+
+    def _bounds_of_totals(self, t: StepTotals, extend: bool, overlap: bool) -> list[str]:
+        """The bounds step_split names for N steps of one kind, over [N] arrays: each part's
+        (compute, memory) seconds, the parts summed in step_split's order (the same floats)."""
+        r, lm_rows = self._rates, t.lm_head_rows
+        linear_c = (t.rows * r.naive_linear_per_row + t.kv_tokens * r.kv_up_per_kv_token
+                    if extend and r.kv_up_per_kv_token else t.rows * r.linear_per_row)
+        per_pair = r.naive_attention_per_pair if extend else r.attention_per_pair
+        experts = self._expert_row_terms(t.rows)                              # [N, 3]
+        allreduce = 0.0 if self.tp == 1 else t.rows * r.allreduce_per_row
+        parts = ((linear_c, np.full(len(t.rows), r.linear_weights)),
+                 (lm_rows * r.lm_head_per_row, np.where(lm_rows > 0, r.lm_head_weights, 0.0)),
+                 (experts[:, 0], experts[:, 1]),
+                 (t.attention_pairs * per_pair, t.kv_tokens * r.attention_per_kv_token))
+        compute, memory = np.zeros(len(t.rows)), np.zeros(len(t.rows))
+        for c, m in parts:
+            compute, memory = compute + np.where(c > m, c, 0.0), memory + np.where(c > m, 0.0, m)
+        empty = t.rows == 0   # NOTE: a step of no rows is priced as its per-step overhead alone
+        return bounds_of(np.where(empty, 0.0, compute), np.where(empty, 0.0, memory),
+                         np.where(empty, 0.0, allreduce + experts[:, 2]),
+                         np.where(empty, self.effective_overheads.per_step, r.overhead), overlap)
+
+    def _expert_row_terms(self, rows: np.ndarray) -> np.ndarray:
+        """[N, 3] per step of `rows` rows: the routed experts' compute and memory seconds and
+        the all-to-all's (zeros when dense; memoised by row count)."""
+        if self._experts is None:
+            return np.zeros((len(rows), 3))
+        sizes, at = np.unique(rows, return_inverse=True)
+        for n in sizes.tolist():
+            if n not in self._expert_terms_memo:
+                self._expert_terms_memo[n] = ((*self._expert_terms(n), self.expert_times(n)[1])
+                                              if n else (0.0, 0.0, 0.0))
+        return np.array([self._expert_terms_memo[n] for n in sizes.tolist()])[at]
 
     def _rows_split(self, shape: BatchShape) -> BoundSplit:
         """step_split but attention: linear, LM head, experts, collectives, overhead."""
@@ -283,37 +298,3 @@ class RooflineCostModel(CostModel):
     def allreduce_time(self, shape: BatchShape) -> float:
         """Two ring all-reduces per layer of a [rows, hidden] activation."""
         return 0.0 if self.tp == 1 else shape.rows * self._rates.allreduce_per_row
-
-
-def kv_capacity_tokens(model_shape: ModelShape, hardware: Hardware, tp: int = 1,
-                       max_total_tokens: int | None = None,
-                       reserve_fraction: float = DEFAULT_RESERVE_FRACTION, ep_size: int = 1,
-                       attention_dp: int = 1, extra_weight_bytes: float = 0.0) -> int:
-    """KV tokens the engine can hold. A real run's `max_total_tokens`, when given, always
-    wins. Else per rank: (capacity * (1 - reserve_fraction) - weights per GPU) / KV bytes per
-    token per rank, i.e. (capacity * tp - weights - reserve) / KV bytes per token when tp
-    divides the KV heads (weights per GPU: `sim.parallelism.weight_bytes_per_gpu`).
-    `reserve_fraction` of memory is kept for activations, CUDA graphs and the allocator (an
-    assumption; import the real value when you have a run). Under attention data
-    parallelism each of the `attention_dp` ranks holds its own requests' KV at the attention
-    tp (tp / attention_dp), so the engine holds attention_dp times one rank's tokens.
-    `extra_weight_bytes`: weights a GPU holds beyond its shard (`EPOptions`)."""
-    if max_total_tokens is not None:
-        if isinstance(max_total_tokens, bool) or not isinstance(max_total_tokens, int) \
-                or max_total_tokens < 1:
-            raise ValueError(f"max_total_tokens must be a positive integer, got {max_total_tokens!r}")
-        return max_total_tokens
-    check_attention_dp(attention_dp, tp, model_shape)   # and tp / attention_dp for the heads
-    check_ep(ep_size, tp, model_shape)
-    if not 0 <= reserve_fraction < 1:
-        raise ValueError(f"reserve_fraction must be in [0, 1), got {reserve_fraction!r}")
-    weights = weight_bytes_per_gpu(model_shape, tp, ep_size, attention_dp) + extra_weight_bytes
-    free = hardware.mem_capacity * (1 - reserve_fraction) - weights
-    per_rank = kv_bytes_per_token_per_rank(model_shape, tp // attention_dp)
-    tokens = int(free // per_rank) * attention_dp
-    if tokens < 1:
-        raise ValueError(
-            f"{model_shape.name} ({model_shape.weight_dtype}) does not fit on {tp}x {hardware.key}: "
-            f"{weights / 1e9:.1f} GB of weights per rank vs "
-            f"{hardware.mem_capacity * (1 - reserve_fraction) / 1e9:.1f} GB usable")
-    return tokens

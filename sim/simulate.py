@@ -50,6 +50,7 @@ from sim.ep_options import EPOptions
 from sim.hardware import Hardware, get_hardware
 from sim.kernel_cost_model import KernelCostModel
 from sim.kernel_params import KernelParams
+from sim.kv_capacity import kv_capacity_tokens
 from sim.model_shapes import (
     EMBEDDED_CONFIGS,
     ModelShape,
@@ -59,7 +60,7 @@ from sim.model_shapes import (
 )
 from sim.parallelism import check_attention_dp, check_ep, check_tp
 from sim.precision import check_precision, run_dtypes
-from sim.roofline import RooflineCostModel, kv_capacity_tokens
+from sim.roofline import RooflineCostModel
 from sim.sim_model_runner import SimModelRunner
 from sim.step_bounds import step_bounds
 from sim.token_source import SyntheticTokenSource, TokenSource

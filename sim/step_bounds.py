@@ -1,8 +1,8 @@
 """`step_bounds`: what bound every step of a simulated run (`CostModel.step_bound`), from its
 trace: each recorded batch re-priced once after the run, so the simulation's hot path (and
 its decode runs, priced without building shapes) is untouched and the trace format with it.
-The decode steps go to the model together (`CostModel.decode_step_bounds`), the others one
-by one as BatchShapes.
+The decode steps go to the model together (`CostModel.decode_step_bounds`), the extend steps
+too (`CostModel.extend_step_bounds`), any other (idle) one by one as a BatchShape.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 from shared.forward_mode import ForwardMode
 from sim.batch_shape import BatchShape
 from sim.cost_model import CostModel
+from sim.extend_steps import ExtendSteps
 
 if TYPE_CHECKING:
     from shared.trace import Trace
@@ -27,25 +28,25 @@ def step_bounds(model: CostModel, trace: Trace, overlap: bool = False) -> list[s
     recorded batch (at its recorded padded size), under the overlap schedule when `overlap`."""
     if not len(trace):
         return []
-    rows = list(zip(*trace.step_columns(*SHAPE_FIELDS), strict=True))
-    decode = [i for i, row in enumerate(rows) if row[0] == "DECODE"]
-    bounds = ["" if row[0] == "DECODE" else model.step_bound(shape_of(*row), overlap)
-              for row in rows]
-    decoded = model.decode_step_bounds([rows[i][1] for i in decode],
-                                       [rows[i][4] or len(rows[i][1]) for i in decode], overlap)
-    for i, bound in zip(decode, decoded, strict=True):
-        bounds[i] = bound
+    modes, seqs, prefixes, pruned, padded, ids = trace.step_columns(*SHAPE_FIELDS)
+    padded = [p or len(s) for p, s in zip(padded, seqs, strict=True)]
+    decode = [i for i, m in enumerate(modes) if m == "DECODE"]
+    extend = [i for i, m in enumerate(modes) if m in ("EXTEND", "MIXED")]
+    other = sorted(set(range(len(modes))) - set(decode) - set(extend))
+    bounds = [""] * len(modes)
+    _place(bounds, decode, model.decode_step_bounds([seqs[i] for i in decode],
+                                                    [padded[i] for i in decode], overlap))
+    _place(bounds, extend, model.extend_step_bounds(ExtendSteps(
+        [ForwardMode[modes[i]] for i in extend], [seqs[i] for i in extend],
+        [prefixes[i] for i in extend], [len(pruned[i]) for i in extend],
+        [padded[i] for i in extend], [len(ids[i]) for i in extend]), overlap))
+    _place(bounds, other, [model.step_bound(BatchShape.decode(
+        np.asarray(seqs[i], dtype=np.int64), padded[i], ForwardMode[modes[i]]), overlap)
+        for i in other])
     return bounds
 
 
-def shape_of(mode: str, seq_lens, prefix_lens, pruned_rows, padded: int,
-             input_ids) -> BatchShape:
-    """The BatchShape of one step from its trace fields (as `BatchShape.from_step_record`,
-    unchecked: the trace is the run's own)."""
-    fm = ForwardMode[mode]
-    if fm.is_decode_or_idle():
-        return BatchShape.decode(np.asarray(seq_lens, dtype=np.int64),
-                                 padded or len(seq_lens), fm)
-    return BatchShape.extend_trusted(fm, np.asarray(seq_lens).tolist(),
-                                     np.asarray(prefix_lens).tolist(), len(pruned_rows),
-                                     padded or len(seq_lens), len(input_ids))
+def _place(bounds: list[str], at: list[int], values: list[str]) -> None:
+    """bounds[at[j]] = values[j] for every j."""
+    for i, value in zip(at, values, strict=True):
+        bounds[i] = value

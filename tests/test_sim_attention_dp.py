@@ -16,9 +16,9 @@ from sim.forward_kernels import ForwardKernels
 from sim.hardware import get_hardware
 from sim.kernel_cost_model import KernelCostModel
 from sim.kernel_params import KernelParams
+from sim.kv_capacity import kv_capacity_tokens
 from sim.model_shapes import get_model_shape
 from sim.parallelism import kv_bytes_per_token_per_rank, weight_bytes_per_gpu
-from sim.roofline import kv_capacity_tokens
 from sim.simulate import simulate
 
 H200 = get_hardware("h200")

@@ -16,8 +16,9 @@ from sim.batch_shape import BatchShape
 from sim.calibrated import FEATURES, CalibratedCostModel, nnls, shape_features
 from sim.cost_model import STEP_COST_PARTS, StepCost, ZeroCostModel, reprice
 from sim.hardware import get_hardware
+from sim.kv_capacity import kv_capacity_tokens
 from sim.model_shapes import get_model_shape
-from sim.roofline import Overheads, RooflineCostModel, kv_capacity_tokens
+from sim.roofline import Overheads, RooflineCostModel
 from tests.scripted_runner import ScriptedRunner, drive
 
 LLAMA8 = get_model_shape("llama-3-8b")

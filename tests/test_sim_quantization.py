@@ -12,9 +12,10 @@ from sim.batch_shape import BatchShape
 from sim.chip_kernels import chip_kernels
 from sim.hardware import NUMBER_FIELDS, get_hardware, load_hardware_file
 from sim.kernel_cost_model import KernelCostModel
+from sim.kv_capacity import kv_capacity_tokens
 from sim.model_shapes import get_model_shape
 from sim.precision import run_dtypes
-from sim.roofline import RooflineCostModel, kv_capacity_tokens
+from sim.roofline import RooflineCostModel
 from sim.simulate import build_simulation
 
 H200 = get_hardware("h200")

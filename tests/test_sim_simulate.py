@@ -12,8 +12,8 @@ from shared import EngineConfig, Trace, Workload, cuda_graph_batch_sizes
 from sim.calibrated import FEATURES, CalibratedCostModel
 from sim.cost_model import ZeroCostModel
 from sim.hardware import get_hardware
+from sim.kv_capacity import kv_capacity_tokens
 from sim.model_shapes import embedded_configs, get_model_shape
-from sim.roofline import kv_capacity_tokens
 
 VOCAB = 49152  # smollm2-135m
 SMALL = {"model": "smollm2-135m", "hardware": "h100"}

@@ -8,16 +8,19 @@ import dataclasses
 import numpy as np
 import pytest
 
+from shared.forward_mode import ForwardMode
 from shared.run_result import STEP_COLUMNS, RunResult, bound_shares
 from shared.trace import Trace
 from shared.workload import Workload
 from sim.batch_shape import BatchShape
 from sim.cost_model import BOUNDS, BoundSplit, ZeroCostModel, bounds_of
+from sim.extend_steps import ExtendSteps
 from sim.hardware import get_hardware
 from sim.kernel_cost_model import KernelCostModel
 from sim.model_shapes import get_model_shape
 from sim.roofline import RooflineCostModel
 from sim.simulate import simulate
+from sim.step_bounds import step_bounds
 
 MODELS = (RooflineCostModel, KernelCostModel)
 
@@ -106,9 +109,69 @@ def test_decode_steps_bounded_together_name_each_steps_own_bound(cls, model, tp,
     seqs[0], padded[0] = (), 0   # a step of no rows: its overhead alone
     for overlap in (False, True):
         want = [m.decode_step_bound(np.asarray(s, np.int64), p, overlap)
-                for s, p in zip(seqs, padded)]
+                for s, p in zip(seqs, padded, strict=True)]
         assert m.decode_step_bounds(seqs, padded, overlap) == want
         assert m.decode_step_bounds(seqs[1:], padded[1:], overlap) == want[1:]
+
+
+def _extend_steps(rng: np.random.Generator, n: int) -> ExtendSteps:
+    """n random extend steps: 1 to 40 requests, cached prefixes or none, 1-token extends
+    among them (MIXED), some LM-head rows pruned, some steps padded."""
+    modes, seqs, prefixes, lm_rows, padded, tokens = [], [], [], [], [], []
+    for _ in range(n):
+        b = int(rng.integers(1, 40))
+        prefix = rng.integers(0, int(rng.choice([1, 500, 30000])), b)
+        extend = np.where(rng.random(b) < 0.5, 1, rng.integers(1, 3000, b))
+        modes.append(ForwardMode.MIXED if (extend == 1).any() else ForwardMode.EXTEND)
+        seqs.append((prefix + extend).tolist())
+        prefixes.append(prefix.tolist())
+        lm_rows.append(int(rng.integers(0, b + 1)))
+        padded.append(b + int(rng.choice([0, 0, 3])))
+        tokens.append(int(extend.sum()))
+    return ExtendSteps(modes, seqs, prefixes, lm_rows, padded, tokens)
+
+
+def test_extend_step_totals_are_each_shapes_own():
+    """ExtendSteps.totals (arrays over all the steps) equal each step's BatchShape's."""
+    steps = _extend_steps(np.random.default_rng(11), 150)
+    t = steps.totals()
+    shapes = list(steps.shapes())
+    assert t.rows.tolist() == [s.rows for s in shapes]
+    assert t.kv_tokens.tolist() == [s.kv_tokens for s in shapes]
+    assert t.attention_pairs.tolist() == [s.attention_pairs for s in shapes]
+    assert t.lm_head_rows.tolist() == [s.padded_lm_head_rows for s in shapes]
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize(("model", "tp", "hw"), [
+    ("llama-3-8b", 1, {}), ("smollm2-135m", 1, {}), ("llama-3-70b", 8, {"interconnect_bw": 1e9}),
+    ("mixtral-8x7b", 2, {}), ("deepseek-v3", 8, {}),
+    ("llama-3-8b", 1, {"mem_bw": 1e17})])   # NOTE: memory this fast makes attention compute-bound
+def test_extend_steps_bounded_together_name_each_steps_own_bound(cls, model, tp, hw):
+    """extend_step_bounds over many extend and mixed steps equals step_bound of each, with
+    and without overlap (MLA's naive extend path included)."""
+    hw = dataclasses.replace(get_hardware("h100"), **hw)
+    m = cls(get_model_shape(model), hw, tp)
+    steps = _extend_steps(np.random.default_rng(5), 120)
+    for overlap in (False, True):
+        want = [m.step_bound(shape, overlap) for shape in steps.shapes()]
+        assert m.extend_step_bounds(steps, overlap) == want
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize("engine_args", [{}, {"enable_mixed_chunk": True}])
+def test_a_runs_bounds_are_each_recorded_steps_own(cls, engine_args):
+    """step_bounds of a simulated run (steps bounded together) names, per step, the bound of
+    its recorded batch re-priced alone (BatchShape.from_step_record)."""
+    workload = Workload.synthetic(40, 300, 24, vocab_size=49152, seed=2, rate=200.0)
+    result = simulate(workload, model="llama-3-8b", bounds=False, chunked_prefill_size=512,
+                      **engine_args)
+    m = _model(cls)
+    for overlap in (False, True):
+        want = [m.step_bound(BatchShape.from_step_record(r), overlap) for r in result.trace]
+        assert step_bounds(m, result.trace, overlap) == want
+    assert {r.forward_mode for r in result.trace} >= {"DECODE", "EXTEND" if not engine_args
+                                                      else "MIXED"}
 
 
 def test_bounds_over_arrays_are_boundsplit_bound_ties_included():
