@@ -25,6 +25,7 @@ from sim.chip_kernels import ChipKernels
 from sim.cluster_network import NORMAL_A2A_FRACTION, deepep_time, node_network
 from sim.collectives import allgather_time, allreduce_time, alltoall_time
 from sim.cost_model import BoundSplit, split_max, sum_splits
+from sim.elementwise_traffic import elementwise_row_bytes
 from sim.ep_options import EPOptions
 from sim.expert_routing import ExpertRouting
 from sim.gemm_time import GemmChip, GemmTime, gemm_time
@@ -74,6 +75,8 @@ class ForwardKernels:
                                      hardware.mem_bw * params.expert_memory_efficiency,
                                      params.kernel_latency)
         self._kv_bytes = kv_bytes_per_token_per_rank(model, self._atp)
+        mlp_tp = 1 if self._dense_dp is not None else tp
+        self._elementwise_bytes = elementwise_row_bytes(model, self._atp, mlp_tp, self._act)
         self._attn_rate = hardware.flops_bf16 * chip.attention_fraction
         self._routing = None if model.moe is None else ExpertRouting(
             model.moe.num_experts, model.moe.experts_per_token, ep_size, expert_zipf)
@@ -135,7 +138,9 @@ class ForwardKernels:
             linear = sum_splits(self._gemms_split(g.attention + absorbed, rank),
                                 self._gemms_split(g.rows, rows))
         # NOTE: norms, rotary, activation and the KV store on the busiest attention rank's rows.
-        linear = sum_splits(linear, BoundSplit(memory=self._elementwise(rank) + self.kv_write(rank)))
+        mlp_rows = rank if self._dense_dp is not None else rows
+        linear = sum_splits(linear, BoundSplit(memory=self._elementwise(rank, mlp_rows)
+                                               + self.kv_write(rank)))
         experts, alltoall = self._experts(rows, decode, rank)
         lm_head, allreduce = self._lm_head(lm_rows), self._allreduce(rows, rank)
         split = sum_splits(linear, lm_head, experts, BoundSplit(communication=allreduce))
@@ -162,9 +167,13 @@ class ForwardKernels:
         launch it apart (SGLang's set_kv_buffer), and the split is not modelled."""
         return rows * self._kv_bytes / self._mem
 
-    def _elementwise(self, rows: int) -> float:
-        per_kernel = self.params.kernel_latency + 2 * rows * self.model.hidden_size * self._act / self._mem
-        return self.model.num_layers * self.params.elementwise_kernels * per_kernel
+    def _elementwise(self, rank_rows: int, mlp_rows: int) -> float:
+        """The layers' memory-bound elementwise kernels (`elementwise_row_bytes`): norms and
+        rotary on the busiest attention rank's rows, the dense MLPs' gated activation on the
+        rows the MLP runs (all of them when gathered under attention DP)."""
+        launches = self.model.num_layers * self.params.elementwise_kernels * self.params.kernel_latency
+        attention, mlp = self._elementwise_bytes
+        return launches + (rank_rows * attention + mlp_rows * mlp) / self._mem
 
     def _lm_head(self, rows: int) -> BoundSplit:
         if rows == 0:

@@ -3,8 +3,9 @@
 - linear: every projection is a GEMM at its own shape (`sim.layer_gemms`), timed with tile
   and wave quantization against the chip's achievable matmul rate, or its weight and
   activation traffic, plus a kernel latency (`sim.gemm_time`); the elementwise kernels of a
-  layer (norms, rotary, activation) move the activations twice each, and the step's new
-  tokens' keys and values are written to the cache once.
+  layer (fused residual-add norms, rotary, the gated activation) move their rows' bytes
+  (`sim.elementwise_traffic`), and the step's new tokens' keys and values are written to
+  the cache once.
 - attention: decode reads each request's KV (bytes / memory rate) or computes its pairs,
   plus a fixed time per (request, KV head) unit of its thread blocks, spread over the SMs;
   extends run FlashAttention at the chip's attention fraction of peak, over query tiles of

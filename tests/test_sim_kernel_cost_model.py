@@ -8,6 +8,7 @@ import pytest
 
 from sim.batch_shape import BatchShape
 from sim.collectives import allgather_time, allreduce_time
+from sim.elementwise_traffic import elementwise_row_bytes
 from sim.engine_profile import EngineProfile, get_engine_profile
 from sim.gemm_time import GemmChip, gemm_efficiency, gemm_time
 from sim.hardware import get_hardware
@@ -121,11 +122,28 @@ def test_decode_step_times_equal_step_time_of_each_step():
 
 
 def test_a_long_prefill_approaches_the_chips_matmul_rate():
-    """8B, 4096-token prefill on H100: linear FLOPs within 10% of the MAMF rate's time."""
-    m = _model(kernel_latency=0.0)
+    """8B, 4096-token prefill on H100: linear FLOPs within 10% of the MAMF rate's time,
+    beside the elementwise kernels' and the KV store's bytes at the memory rate."""
+    m, shape, hw = _model(kernel_latency=0.0), get_model_shape("llama-3-8b"), get_hardware("h100")
     cost = m.step_cost(BatchShape.build("EXTEND", [4096], [0], 1))
-    ideal = 4096 * get_model_shape("llama-3-8b").linear_flops_per_token / 794.5e12
-    assert ideal <= cost.linear <= 1.1 * ideal
+    streamed = 4096 * sum(elementwise_row_bytes(shape, 1, 1, 2)) / (hw.mem_bw * 0.8)
+    ideal = 4096 * shape.linear_flops_per_token / 794.5e12
+    assert ideal <= cost.linear - streamed - m._kernels.kv_write(4096) <= 1.1 * ideal
+
+
+def test_elementwise_kernels_move_the_norm_rotary_and_gated_activation_bytes():
+    """Per row, Llama-3-8B: 32 layers x (two fused add-norms 4 x 4096 each, rotary over 32
+    query and 8 key heads of 128 read and written) and 32 x (gated activation 3 x 14336), in
+    bf16; at tp 4 each rank's heads and MLP shard are a quarter. DeepSeek-V3 (MLA) rotates
+    its 64 rope dims of 128 heads and the shared key; its 58 sparse layers run 3 x 2048 of
+    shared expert, its 3 dense layers 3 x 18432."""
+    llama, ds = get_model_shape("llama-3-8b"), get_model_shape("deepseek-v3")
+    assert elementwise_row_bytes(llama, 1, 1, 2) == (32 * (8 * 4096 + 2 * 40 * 128) * 2,
+                                                    32 * 3 * 14336 * 2)
+    assert elementwise_row_bytes(llama, 4, 4, 2) == (32 * (8 * 4096 + 2 * 10 * 128) * 2,
+                                                    32 * 3 * 14336 * 2 / 4)
+    assert elementwise_row_bytes(ds, 8, 8, 1) == (
+        61 * (8 * 7168 + 2 * (16 + 1) * 64), (3 * 3 * 18432 + 58 * 3 * 2048) / 8)
 
 
 def test_unknown_hardware_is_refused_naming_the_known_keys(tmp_path):

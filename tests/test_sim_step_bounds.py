@@ -60,10 +60,10 @@ def test_tensor_parallel_over_a_slow_link_is_communication_bound(cls):
 
 @pytest.mark.parametrize("cls", MODELS)
 def test_a_tiny_model_under_the_overlap_schedule_is_cpu_bound(cls):
-    """SmolLM2-135M decoding 1024 short requests: the scheduler's per-step and per-request
+    """SmolLM2-135M decoding 1280 short requests: the scheduler's per-step and per-request
     CPU time hides the device's."""
     model = _model(cls, "smollm2-135m")
-    shape = BatchShape.build("DECODE", [16] * 1024)
+    shape = BatchShape.build("DECODE", [16] * 1280)
     split = model.step_split(shape)
     assert split.cpu >= split.device and model.step_bound(shape, overlap=True) == "cpu"
 
