@@ -39,7 +39,10 @@ _FIT = ("fitted once on source half A of the calibration set: python -m "
         "kernel_latency=4e-6,5e-6,6e-6,7e-6,8e-6 (grid optimum 0.8 and 6 us, interior; "
         "half A median |error| 6.7%, held-out half B 19.8%, 2026-12-03); refitted after the "
         "engine profiles on 0.75,0.8,0.85 x 5,6,7 us (2026-12-04): 0.8 and 6 us tie 5 us at "
-        "half A 8.9%, kept")
+        "half A 8.9%, kept; rechecked on the same grid after the elementwise kernels' "
+        "traffic was corrected (2026-12-05): half A 9.5% here, 8.3% at the grid's corner "
+        "(0.85, 5 us; held-out half B 12.6% here, 14.7% there), kept: a corner is not an "
+        "optimum the grid found, and the wider 2026-12-03 grid found 0.8 and 6 us inside it")
 SOURCES = {
     "memory_efficiency": _FIT,
     "kernel_latency": _FIT,
