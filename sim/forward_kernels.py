@@ -137,7 +137,8 @@ class ForwardKernels:
         else:
             linear = sum_splits(self._gemms_split(g.attention + absorbed, rank),
                                 self._gemms_split(g.rows, rows))
-        # NOTE: norms, rotary, activation and the KV store on the busiest attention rank's rows.
+        # NOTE: norms, rotary and the KV store on the busiest attention rank's rows, the gated
+        # activation on the rows the MLP runs.
         mlp_rows = rank if self._dense_dp is not None else rows
         linear = sum_splits(linear, BoundSplit(memory=self._elementwise(rank, mlp_rows)
                                                + self.kv_write(rank)))

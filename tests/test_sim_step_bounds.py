@@ -34,6 +34,11 @@ def _slow_link():
     return dataclasses.replace(get_hardware("h100"), interconnect_bw=1e9)
 
 
+# (model, tp, hardware overrides) of the batched-bounds tests
+BATCHED_CASES = [
+    ("llama-3-8b", 1, {}), ("smollm2-135m", 1, {}), ("llama-3-70b", 8, {"interconnect_bw": 1e9}),
+    ("mixtral-8x7b", 2, {}), ("deepseek-v3", 8, {}),
+    ("llama-3-8b", 1, {"mem_bw": 1e17})]   # NOTE: memory this fast makes attention compute-bound
 SHAPES = (BatchShape.build("DECODE", [2048]), BatchShape.build("DECODE", [700] * 64, padded_batch_size=72),
           BatchShape.build("EXTEND", [8192], [0]), BatchShape.build("EXTEND", [900, 40], [100, 0]),
           BatchShape.build("MIXED", [512, 300, 301], [0, 299, 300]))
@@ -94,10 +99,7 @@ def test_the_bound_is_the_largest_term_or_cpu_when_it_hides_the_device():
 
 
 @pytest.mark.parametrize("cls", MODELS)
-@pytest.mark.parametrize(("model", "tp", "hw"), [
-    ("llama-3-8b", 1, {}), ("smollm2-135m", 1, {}), ("llama-3-70b", 8, {"interconnect_bw": 1e9}),
-    ("mixtral-8x7b", 2, {}), ("deepseek-v3", 8, {}),
-    ("llama-3-8b", 1, {"mem_bw": 1e17})])   # NOTE: memory this fast makes attention compute-bound
+@pytest.mark.parametrize(("model", "tp", "hw"), BATCHED_CASES)
 def test_decode_steps_bounded_together_name_each_steps_own_bound(cls, model, tp, hw):
     """decode_step_bounds over many steps (the trace pass) equals decode_step_bound of each,
     with and without overlap, for batches of 1 to 300 rows, padded or not."""
@@ -143,10 +145,7 @@ def test_extend_step_totals_are_each_shapes_own():
 
 
 @pytest.mark.parametrize("cls", MODELS)
-@pytest.mark.parametrize(("model", "tp", "hw"), [
-    ("llama-3-8b", 1, {}), ("smollm2-135m", 1, {}), ("llama-3-70b", 8, {"interconnect_bw": 1e9}),
-    ("mixtral-8x7b", 2, {}), ("deepseek-v3", 8, {}),
-    ("llama-3-8b", 1, {"mem_bw": 1e17})])   # NOTE: memory this fast makes attention compute-bound
+@pytest.mark.parametrize(("model", "tp", "hw"), BATCHED_CASES)
 def test_extend_steps_bounded_together_name_each_steps_own_bound(cls, model, tp, hw):
     """extend_step_bounds over many extend and mixed steps equals step_bound of each, with
     and without overlap (MLA's naive extend path included)."""
