@@ -53,6 +53,9 @@ class EngineConfig:
     disable_cuda_graph: bool = False
     context_length: int | None = None
     disable_overlap_schedule: bool = False  # SGLang's default: the overlap scheduler
+    # NOTE: TensorRT-LLM's GUARANTEED_NO_EVICT capacity policy, not an SGLang flag: every
+    # running request reserves all of its remaining output (new_token_ratio held at 1.0).
+    guaranteed_no_evict: bool = False
 
     @property
     def overlap(self) -> bool:
@@ -67,7 +70,7 @@ class EngineConfig:
             if getattr(self, name) is not None:
                 _positive(name, getattr(self, name))
         for name in ("enable_mixed_chunk", "disable_radix_cache", "disable_cuda_graph",
-                     "disable_overlap_schedule"):
+                     "disable_overlap_schedule", "guaranteed_no_evict"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.schedule_policy not in SCHEDULE_POLICIES:

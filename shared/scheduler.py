@@ -59,7 +59,8 @@ class Scheduler:
             page_size=config.page_size, disable_radix_cache=config.disable_radix_cache)
         self.policy = SchedulePolicy(config.schedule_policy, self.mem.tree_cache,
                                      random.Random(config.random_seed))
-        self.new_token_ratio = NewTokenRatio(config.schedule_conservativeness)
+        self.new_token_ratio = NewTokenRatio(config.schedule_conservativeness,
+                                             config.guaranteed_no_evict)
         self.trace = Trace(config, model_info)
         recorder = StepRecorder(self.trace, self.mem)
         self.results = BatchResultProcessor(self.mem, self.trace.requests, recorder,

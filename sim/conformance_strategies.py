@@ -83,7 +83,8 @@ def engine_configs(draw, workload: Workload | None = None, *, page_sizes: Sequen
     """An engine config whose KV pool holds from just the largest request of `workload` (or
     `min_tokens`) alone up to all prompts, everything at once, or more, with eager admission
     (low `schedule_conservativeness`) sometimes, so that admission limits and retraction are
-    exercised. Chunk sizes below the page size are raised to it. Both schedules (overlap
+    exercised (and TensorRT-LLM's guaranteed-no-evict admission a quarter of the time).
+    Chunk sizes below the page size are raised to it. Both schedules (overlap
     on and off) are drawn, and decode CUDA graphs on or off (`cuda_graph=None`; True or
     False fixes it): with graphs, `cuda_graph_max_bs` of 2, 4, 12 or the default, so decode
     batches are padded to a captured size or, above the largest, run eagerly."""
@@ -106,7 +107,8 @@ def engine_configs(draw, workload: Workload | None = None, *, page_sizes: Sequen
         schedule_conservativeness=draw(st.sampled_from((1.0, 0.3, 0.05, 0.01))),
         disable_radix_cache=draw(st.integers(0, 4)) == 0, disable_cuda_graph=not graphs,
         cuda_graph_max_bs=draw(st.sampled_from((2, 4, 12, None))) if graphs else None,
-        disable_overlap_schedule=draw(st.booleans()))
+        disable_overlap_schedule=draw(st.booleans()),
+        guaranteed_no_evict=draw(st.integers(0, 3)) == 0)
 
 
 @st.composite

@@ -7,12 +7,17 @@ it, and the schedule it runs by default.
 - `overlap`: the engine's default schedule. Under overlap the CPU work of the next step runs
   while the device computes this one (SGLang's overlap scheduler, TRT-LLM's PyTorch-backend
   overlap scheduler), so a step costs max(device, CPU); without it, device + CPU.
+- `guaranteed_no_evict`: the engine admits a request only when the KV of every running
+  request's whole output is guaranteed (TensorRT-LLM's default capacity policy), instead of
+  SGLang's decaying estimate with retraction (`shared.new_token_ratio`).
 - `scheduler_steps`: decode steps per scheduling pass (vLLM's `--num-scheduler-steps`,
   multi-step scheduling): a decode step pays 1 / scheduler_steps of the pass. NOTE: only the
   CPU saving is modelled; vLLM admitting new requests only between passes is not.
 
-Profiles are registered by name in `ENGINE_PROFILES` (one entry per engine); each number
-says where it comes from in `SOURCES`. Launch costs (CUDA graph replay, eager launches) are
+Profiles are registered by name in `ENGINE_PROFILES` (one entry per engine, TensorRT-LLM's
+two runtimes apart: "trt-llm", the PyTorch backend, the default since 1.0; "trt-llm-tensorrt",
+a TensorRT engine under the C++ batch manager); each number says where it comes from in
+`SOURCES`. Launch costs (CUDA graph replay, eager launches) are
 the GPU driver's, the same for every engine: `sim.kernel_params`.
 """
 
@@ -30,6 +35,7 @@ class EngineProfile:
     cpu_per_request: float   # s per request in the batch, per pass
     overlap: bool            # the engine's default: CPU hidden under the device
     scheduler_steps: int = 1   # decode steps per scheduling pass (vLLM multi-step)
+    guaranteed_no_evict: bool = False  # admission reserves every running request's output
 
     def __post_init__(self) -> None:
         for name in ("cpu_per_step", "cpu_per_request"):
@@ -38,8 +44,10 @@ class EngineProfile:
                     or not math.isfinite(value) or value < 0:
                 raise ValueError(f"EngineProfile.{name} must be a finite number >= 0 "
                                  f"(seconds), got {value!r}")
-        if not isinstance(self.overlap, bool):
-            raise ValueError(f"EngineProfile.overlap must be a bool, got {self.overlap!r}")
+        for name in ("overlap", "guaranteed_no_evict"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"EngineProfile.{name} must be a bool, "
+                                 f"got {getattr(self, name)!r}")
         steps = self.scheduler_steps
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"scheduler_steps (--num-scheduler-steps) must be an int >= 1, "
@@ -59,7 +67,9 @@ class EngineProfile:
 ENGINE_PROFILES = {
     "sglang": EngineProfile("sglang", 60e-6, 3e-6, overlap=True),
     "vllm": EngineProfile("vllm", 0.5e-3, 14e-6, overlap=False),
-    "trt-llm": EngineProfile("trt-llm", 60e-6, 3e-6, overlap=True),
+    "trt-llm": EngineProfile("trt-llm", 60e-6, 3e-6, overlap=True, guaranteed_no_evict=True),
+    "trt-llm-tensorrt": EngineProfile("trt-llm-tensorrt", 60e-6, 1e-6, overlap=False,
+                                      guaranteed_no_evict=True),
     "lmdeploy": EngineProfile("lmdeploy", 60e-6, 1e-6, overlap=False),
 }
 DEFAULT_ENGINE_PROFILE = "sglang"
@@ -87,11 +97,26 @@ SOURCES = {
                              "(EngineProfile.with_scheduler_steps)"),
     "trt-llm.overlap": ("TRT-LLM's overlap scheduler, on by default in the PyTorch backend "
                         "(nvidia.github.io/TensorRT-LLM, 'Overlap Scheduler'; "
-                        "disable_overlap_scheduler=True turns it off); the C++ runtime of "
-                        "earlier releases runs its batch manager in its own thread: taken "
-                        "as overlapped too"),
+                        "disable_overlap_scheduler=True turns it off)"),
     "trt-llm.cpu_per_request": _PYTHON_PER_REQUEST,
     "trt-llm.cpu_per_step": "assumption: as SGLang's",
+    "trt-llm-tensorrt.overlap": ("off: the TensorRT-engine backend's C++ batch manager "
+                                 "(releases before the PyTorch backend, and --backend "
+                                 "tensorrt) schedules between forwards; its one overlap "
+                                 "option, enable_trt_overlap (default false), was removed "
+                                 "because 'the overlapping of micro-batches did not provide "
+                                 "additional benefits' once the CPU overhead was reduced "
+                                 "(triton-inference-server/tensorrtllm_backend docs, "
+                                 "model_config.md)"),
+    "trt-llm-tensorrt.cpu_per_request": "assumption: C++ bookkeeping, ~1 us per request "
+                                        "(as LMDeploy's TurboMind)",
+    "trt-llm-tensorrt.cpu_per_step": "assumption: as SGLang's",
+    "trt-llm.guaranteed_no_evict": ("TensorRT-LLM's default capacity scheduler policy, "
+                                    "GUARANTEED_NO_EVICT: the LLM API's SchedulerConfig "
+                                    "(tensorrt_llm/llmapi/llm_args.py) and trtllm-bench's "
+                                    "--scheduler_policy (tensorrt_llm/bench/benchmark/"
+                                    "throughput.py) both default to it"),
+    "trt-llm-tensorrt.guaranteed_no_evict": "as trt-llm's",
     "lmdeploy.overlap": ("assumption: off; TurboMind 0.1's C++ engine loop "
                          "(src/turbomind/models/llama/LlamaBatch.cc) schedules between "
                          "forwards"),

@@ -17,10 +17,12 @@ int4-weight-only, none; None keeps the checkpoint's `quantization_config`), `kv_
 (`--kv-cache-dtype`) and `expert_zipf` (hot experts: `sim.expert_routing`). Bad values raise
 ValueError naming the field before anything runs.
 
-`engine_profile` (`sim.engine_profile`: "sglang", "vllm", "trt-llm", "lmdeploy" or an
-EngineProfile) names the engine being simulated: its CPU time per step and per request (the
-"kernel" cost model's overhead; vLLM's multi-step scheduling) and its default schedule
-(overlap or not; an explicit `disable_overlap_schedule` wins). None: SGLang's.
+`engine_profile` (`sim.engine_profile`: "sglang", "vllm", "trt-llm", "trt-llm-tensorrt",
+"lmdeploy" or an EngineProfile) names the engine being simulated: its CPU time per step and
+per request (the "kernel" cost model's overhead; vLLM's multi-step scheduling), its default
+schedule (overlap or not) and admission (TensorRT-LLM's guaranteed-no-evict or SGLang's
+retraction); an explicit `disable_overlap_schedule` or `guaranteed_no_evict` wins. None:
+SGLang's.
 """
 
 from __future__ import annotations
@@ -140,7 +142,8 @@ def build_simulation(*, model: ModelSpec = "llama-3-8b",
     check_ep(ep_size, tp, shape)
     ep_options.check(attention_dp, tp)
     profile = get_engine_profile(engine_profile)
-    engine = engine_config({"disable_overlap_schedule": not profile.overlap, **engine_args})
+    engine = engine_config({"disable_overlap_schedule": not profile.overlap,
+                            "guaranteed_no_evict": profile.guaranteed_no_evict, **engine_args})
     info = model_info(config_json, shape)
     cost = resolve_cost_model(cost_model, shape, hw, tp, ep_size, expert_zipf,
                               graph_batch_limit(engine), kernel_params, attention_dp, ep_options,

@@ -45,7 +45,8 @@ def scheduler_cases(draw):
         max_prefill_tokens=draw(st.sampled_from((16384, 48))),
         schedule_conservativeness=draw(st.sampled_from((1.0, 0.05, 0.01))),
         disable_radix_cache=draw(st.booleans()), disable_cuda_graph=True,
-        disable_overlap_schedule=draw(st.booleans()))
+        disable_overlap_schedule=draw(st.booleans()),
+        guaranteed_no_evict=draw(st.booleans()))
     return config, reqs
 
 

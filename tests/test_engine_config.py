@@ -243,7 +243,7 @@ def test_model_info_round_trips_through_json():
 
 
 @pytest.mark.parametrize("name", ["enable_mixed_chunk", "disable_radix_cache", "disable_cuda_graph",
-                                  "disable_overlap_schedule"])
+                                  "disable_overlap_schedule", "guaranteed_no_evict"])
 @pytest.mark.parametrize("value", ["no", 1, None])
 def test_switches_must_be_booleans(name, value):
     """A switch given as a string, an int or None is refused naming it (a string 'no' would

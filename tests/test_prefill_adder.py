@@ -235,3 +235,16 @@ def test_on_idle_resets_the_ratio_to_init():
     r.on_retract(3, 1000, 2)
     r.on_idle()
     assert r.value == r.init
+
+
+@given(cons=st.floats(0.05, 3.0), steps=st.integers(0, 800))
+def test_guaranteed_no_evict_holds_the_ratio_at_one(cons, steps):
+    """TensorRT-LLM's GUARANTEED_NO_EVICT: the ratio starts at 1.0 whatever the
+    conservativeness and stays there through decodes, a retraction and idling."""
+    r = NewTokenRatio(cons, guaranteed_no_evict=True)
+    for _ in range(steps):
+        r.on_decode()
+    r.on_retract(3, 1000, 2)
+    assert r.value == 1.0
+    r.on_idle()
+    assert r.value == r.init == r.min == 1.0

@@ -132,6 +132,17 @@ def test_every_step_honours_the_spec_and_every_request_finishes_whole(case):
 
 
 @given(case=scheduler_cases())
+def test_guaranteed_no_evict_admission_never_retracts(case):
+    """TensorRT-LLM's GUARANTEED_NO_EVICT: every running request's whole output is reserved
+    at admission, so under any KV pressure no request is retracted, and all finish whole."""
+    config, reqs = case
+    sched = _run(({**config, "guaranteed_no_evict": True}, reqs))
+    assert all(r.num_retractions == 0 for r in sched.trace.requests.values())
+    assert all(r.finish_reason.type == "length" for r in sched.trace.requests.values())
+    sched.mem.check_idle()
+
+
+@given(case=scheduler_cases())
 def test_same_workload_and_seed_give_identical_traces(case, tmp_path_factory):
     """Two runs agree step for step, and so does the trace after a save and load."""
     a, b = _run(case).trace, _run(case).trace

@@ -8,7 +8,7 @@ import pytest
 
 from shared import Workload
 from sim.batch_shape import BatchShape
-from sim.engine_profile import ENGINE_PROFILES, EngineProfile, get_engine_profile
+from sim.engine_profile import ENGINE_PROFILES, SOURCES, EngineProfile, get_engine_profile
 from sim.hardware import get_hardware
 from sim.kernel_cost_model import KernelCostModel
 from sim.model_shapes import get_model_shape
@@ -34,7 +34,8 @@ def test_an_unknown_profile_is_refused_naming_the_known_ones():
 
 
 @pytest.mark.parametrize("field, value", [("cpu_per_step", -1.0), ("cpu_per_request", float("nan")),
-                                          ("scheduler_steps", 0), ("overlap", 1)])
+                                          ("scheduler_steps", 0), ("overlap", 1),
+                                          ("guaranteed_no_evict", "yes")])
 def test_a_bad_profile_field_is_refused_by_name(field, value):
     """Negative or non-finite CPU seconds, fewer than one scheduler step, a non-bool overlap."""
     kwargs = {"name": "x", "cpu_per_step": 0.0, "cpu_per_request": 0.0, "overlap": False,
@@ -76,7 +77,26 @@ def test_a_profile_sets_the_default_schedule_and_the_cost_model_cpu(name):
     """simulate(engine_profile=...) schedules with the profile's overlap and prices its CPU."""
     s = build_simulation(engine_profile=name, cost_model="kernel")
     assert s.scheduler.config.overlap == ENGINE_PROFILES[name].overlap
+    assert s.scheduler.config.guaranteed_no_evict == ENGINE_PROFILES[name].guaranteed_no_evict
     assert s.cost_model.engine == ENGINE_PROFILES[name]
+
+
+@pytest.mark.parametrize("name", sorted(ENGINE_PROFILES))
+def test_every_profile_number_and_schedule_names_its_source(name):
+    """CPU seconds and the default schedule of each profile come with a source, and so
+    does the capacity policy where a profile sets it."""
+    fields = ["cpu_per_step", "cpu_per_request", "overlap"]
+    fields += ["guaranteed_no_evict"] if ENGINE_PROFILES[name].guaranteed_no_evict else []
+    assert all(SOURCES.get(f"{name}.{field}") for field in fields)
+
+
+def test_tensorrt_llm_profiles_reserve_every_output_sglang_does_not():
+    """TensorRT-LLM's profiles admit under GUARANTEED_NO_EVICT; the TensorRT-engine
+    backend's C++ batch manager does not overlap the CPU with the device."""
+    assert ENGINE_PROFILES["trt-llm"].guaranteed_no_evict
+    assert ENGINE_PROFILES["trt-llm-tensorrt"].guaranteed_no_evict
+    assert not ENGINE_PROFILES["trt-llm-tensorrt"].overlap
+    assert not ENGINE_PROFILES["sglang"].guaranteed_no_evict
 
 
 def test_an_explicit_overlap_flag_wins_over_the_profile():
