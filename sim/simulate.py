@@ -17,8 +17,8 @@ int4-weight-only, none; None keeps the checkpoint's `quantization_config`), `kv_
 (`--kv-cache-dtype`) and `expert_zipf` (hot experts: `sim.expert_routing`). Bad values raise
 ValueError naming the field before anything runs.
 
-`engine_profile` (`sim.engine_profile`: "sglang", "vllm", "trt-llm", "trt-llm-tensorrt",
-"lmdeploy" or an EngineProfile) names the engine being simulated: its CPU time per step and
+`engine_profile` (`sim.engine_profile`: "sglang", "vllm", "trt-llm", "lmdeploy" or an
+EngineProfile) names the engine being simulated: its CPU time per step and
 per request (the "kernel" cost model's overhead; vLLM's multi-step scheduling), its default
 schedule (overlap or not) and admission (TensorRT-LLM's guaranteed-no-evict or SGLang's
 retraction); an explicit `disable_overlap_schedule` or `guaranteed_no_evict` wins. None:

@@ -191,20 +191,6 @@ def test_each_row_runs_on_its_engine_profile():
     assert express({**ROW, "engine": "sglang"}).sim_args["engine_profile"] == "sglang"
 
 
-@pytest.mark.parametrize("engine, version, profile", [
-    ("tensorrt-llm", "0.17", "trt-llm-tensorrt"),
-    ("tensorrt-llm (Triton tensorrtllm_backend)", "0.14.0", "trt-llm-tensorrt"),
-    ("tensorrt-llm (pytorch backend)", "0.20", "trt-llm"),
-    ("tensorrt-llm (pytorch backend)", "~1.0 (not stated per cell)", "trt-llm"),
-    ("tensorrt-llm", "1.1", "trt-llm"),
-    ("tensorrt-llm (NVIDIA MLPerf harness)", "MLPerf v5.1 submission", "trt-llm")])
-def test_a_tensorrt_llm_row_runs_on_its_backend_profile(engine, version, profile):
-    """0.x releases off the PyTorch backend ran TensorRT engines under the C++ batch manager
-    (no overlap scheduler); the PyTorch backend and 1.x releases run the trt-llm profile."""
-    spec = express({**ROW, "engine": engine, "engine_version": version})
-    assert spec.sim_args["engine_profile"] == profile
-
-
 def test_an_sglang_row_reads_its_cuda_graph_and_overlap_flags():
     """--disable-cuda-graph and --disable-overlap-schedule in the command reach the run."""
     spec = express({**ROW, "engine": "sglang", "workload": "server: --tp 8 --disable-cuda-graph"})

@@ -90,12 +90,9 @@ def test_every_profile_number_and_schedule_names_its_source(name):
     assert all(SOURCES.get(f"{name}.{field}") for field in fields)
 
 
-def test_tensorrt_llm_profiles_reserve_every_output_sglang_does_not():
-    """TensorRT-LLM's profiles admit under GUARANTEED_NO_EVICT; the TensorRT-engine
-    backend's C++ batch manager does not overlap the CPU with the device."""
+def test_tensorrt_llm_reserves_every_output_sglang_does_not():
+    """TensorRT-LLM's profile admits under GUARANTEED_NO_EVICT; SGLang's retracts."""
     assert ENGINE_PROFILES["trt-llm"].guaranteed_no_evict
-    assert ENGINE_PROFILES["trt-llm-tensorrt"].guaranteed_no_evict
-    assert not ENGINE_PROFILES["trt-llm-tensorrt"].overlap
     assert not ENGINE_PROFILES["sglang"].guaranteed_no_evict
 
 

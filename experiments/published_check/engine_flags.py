@@ -18,7 +18,6 @@ SCHEDULER_STEPS = re.compile(r"(?:num[-_]scheduler[-_]steps?|multi-step scheduli
 MAX_NUM_SEQS = re.compile(r"--max-num-seqs[ =](\d+)")
 MAX_BATCHED_TOKENS = re.compile(r"--max-num-batched-tokens[ =](\d+)")
 MAX_NUM_TOKENS = re.compile(r"max_num_tokens[ =:]*(\d+)")
-TRT_ZERO_RELEASE = re.compile(r"0\.\d+")   # TensorRT-LLM 0.x: the TensorRT-engine backend
 
 
 def engine_args(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str, Any],
@@ -32,8 +31,7 @@ def engine_args(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str,
         notes.append(f"engine {row.get('engine')!r} has no profile: SGLang's")
         return {}
     if name == "trt-llm":
-        return {"engine_profile": _trt_profile(row, notes),
-                **_trt_limits(row, notes, sim_args, workload)}
+        return {"engine_profile": name, **_trt_limits(row, notes, sim_args, workload)}
     if name == "sglang":
         return {"engine_profile": name, **_sglang_flags(row, notes)}
     if name != "vllm":
@@ -45,18 +43,6 @@ def profile_name(engine: str) -> str | None:
     """The engine profile of an `engine` cell, None when no rule matches."""
     low = engine.lower()
     return next((profile for part, profile in ENGINES if part in low), None)
-
-
-def _trt_profile(row: Mapping[str, Any], notes: list[str]) -> str:
-    """TRT-LLM's backend: a 0.x release not run on the PyTorch backend ran a TensorRT engine
-    under the C++ batch manager (no CPU/device overlap): "trt-llm-tensorrt"; else "trt-llm"
-    (the PyTorch backend, the default since 1.0)."""
-    engine, version = str(row.get("engine", "")).lower(), str(row.get("engine_version", ""))
-    if "pytorch" in engine or not TRT_ZERO_RELEASE.match(version.strip()):
-        return "trt-llm"
-    notes.append(f"TensorRT-LLM {version.strip()}: a TensorRT engine under the C++ batch "
-                 "manager (profile trt-llm-tensorrt: no overlap scheduler)")
-    return "trt-llm-tensorrt"
 
 
 def _vllm_profile(row: Mapping[str, Any], notes: list[str]):
