@@ -18,11 +18,10 @@ int4-weight-only, none; None keeps the checkpoint's `quantization_config`), `kv_
 ValueError naming the field before anything runs.
 
 `engine_profile` (`sim.engine_profile`: "sglang", "vllm", "trt-llm", "lmdeploy" or an
-EngineProfile) names the engine being simulated: its CPU time per step and
-per request (the "kernel" cost model's overhead; vLLM's multi-step scheduling), its default
-schedule (overlap or not) and admission (TensorRT-LLM's guaranteed-no-evict or SGLang's
-retraction); an explicit `disable_overlap_schedule` or `guaranteed_no_evict` wins. None:
-SGLang's.
+EngineProfile) names the engine being simulated: its CPU time per step and per request (the
+"kernel" cost model's overhead; vLLM's multi-step scheduling), its default schedule (overlap
+or not) and admission (TensorRT-LLM's guaranteed-no-evict or SGLang's retraction); an
+explicit `disable_overlap_schedule` or `guaranteed_no_evict` wins. None: SGLang's.
 """
 
 from __future__ import annotations

@@ -102,6 +102,15 @@ def test_an_explicit_overlap_flag_wins_over_the_profile():
     assert not s.scheduler.config.overlap
 
 
+def test_an_explicit_admission_flag_wins_over_the_profile():
+    """guaranteed_no_evict=False on the trt-llm profile admits as SGLang does, and True on
+    SGLang's reserves every output."""
+    assert not build_simulation(engine_profile="trt-llm",
+                                guaranteed_no_evict=False).scheduler.config.guaranteed_no_evict
+    assert build_simulation(engine_profile="sglang",
+                            guaranteed_no_evict=True).scheduler.config.guaranteed_no_evict
+
+
 def test_vllm_multi_step_serves_faster_than_single_step():
     """The same vLLM run with 8 scheduler steps finishes sooner: its decode CPU is amortised."""
     w = Workload.synthetic(16, 64, 32, vocab_size=128256)
