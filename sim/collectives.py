@@ -71,3 +71,13 @@ def alltoall_time(nbytes_out: float, ranks: int, bus_bw: float) -> Collective:
     if ranks <= 1 or nbytes_out <= 0:
         return Collective(0.0, 0.0)
     return Collective((RING_BASE_US[0] + (ranks - 1) * RING_HOP_US[0]) * 1e-6, nbytes_out / bus_bw)
+
+
+def scatter_gather_time(scatter_bytes: float, gather_bytes: float, ranks: int,
+                        bus_bw: float) -> float:
+    """Seconds of a reduce-scatter whose unreduced input is `scatter_bytes` and an all-gather
+    whose result is `gather_bytes` (the two halves of an all-reduce, each in its own dtype).
+    NOTE: a ring reduce-scatter moves the bytes of the all-gather of the same size, so it is
+    priced as one."""
+    return (allgather_time(scatter_bytes, ranks, bus_bw).total
+            + allgather_time(gather_bytes, ranks, bus_bw).total)

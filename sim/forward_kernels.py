@@ -10,9 +10,11 @@ decode batch, a lone prefill's every token): attention projections and kernels r
 rank's rows (and its proportional share of the KV tokens and pairs) at the attention tp
 (tp / d), then the MLP and the experts run on all rows over all tp GPUs (the gathered
 batch); the attention output is all-reduced within an attention rank, the MLP's input
-gathered and its output scattered over tp (priced as one all-reduce of the whole batch),
-in every layer: with the batch gathered, a sparse layer's experts need no all-to-all
-(SGLang's and TRT-LLM's attention DP without DeepEP).
+gathered and its output scattered over tp (priced as one all-reduce of the whole batch;
+where the engine gathers an NVFP4 MoE's input already quantized, `fp4_moe_gather`, as a
+16-bit reduce-scatter and an NVFP4 all-gather), in every layer: with the batch gathered,
+a sparse layer's experts need no all-to-all (SGLang's and TRT-LLM's attention DP without
+DeepEP).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import NamedTuple
 
 from sim.chip_kernels import ChipKernels
 from sim.cluster_network import NORMAL_A2A_FRACTION, deepep_time, node_network
-from sim.collectives import allgather_time, allreduce_time, alltoall_time
+from sim.collectives import allgather_time, allreduce_time, alltoall_time, scatter_gather_time
 from sim.cost_model import BoundSplit, split_max, sum_splits
 from sim.elementwise_traffic import elementwise_row_bytes
 from sim.ep_options import EPOptions
@@ -34,10 +36,11 @@ from sim.kernel_params import KernelParams
 from sim.layer_gemms import Gemm, forward_gemms
 from sim.model_shape import ModelShape
 from sim.parallelism import kv_bytes_per_token_per_rank
-from sim.precision import WEIGHT_ONLY_DTYPES
+from sim.precision import WEIGHT_DTYPE_BYTES, WEIGHT_ONLY_DTYPES
 from sim.two_batch_overlap import DEEPEP_NORMAL_SMS, exposed_alltoall
 
 QUERY_TILE = 128   # FlashAttention's query rows per thread block
+NVFP4_VALUE_BYTES = WEIGHT_DTYPE_BYTES["nvfp4"]   # a 4-bit value and its share of the scales
 MOE_EXTRA_KERNELS = 4   # per sparse layer: top-k routing, permute, activation, combine
 
 
@@ -58,7 +61,10 @@ class FixedParts(NamedTuple):
 class ForwardKernels:
     def __init__(self, model: ModelShape, hardware: Hardware, chip: ChipKernels,
                  params: KernelParams, tp: int, ep_size: int, expert_zipf: float,
-                 attention_dp: int = 1, ep_options: EPOptions | None = None) -> None:
+                 attention_dp: int = 1, ep_options: EPOptions | None = None,
+                 fp8_attention: bool = False, fp4_moe_gather: bool = False) -> None:
+        """`fp8_attention`, `fp4_moe_gather`: the engine's kernel choices
+        (`sim.engine_profile.EngineProfile`)."""
         self.model, self.chip, self.params, self.tp, self.ep_size = model, chip, params, tp, ep_size
         self.dp, self._atp = attention_dp, tp // attention_dp
         self.opts = ep_options = ep_options or EPOptions()
@@ -78,6 +84,9 @@ class ForwardKernels:
         mlp_tp = 1 if self._dense_dp is not None else tp
         self._elementwise_bytes = elementwise_row_bytes(model, self._atp, mlp_tp, self._act)
         self._attn_rate = hardware.flops_bf16 * chip.attention_fraction
+        self._decode_rate = self._decode_attention_rate(hardware, fp8_attention)
+        self._fp4_gathered = model.num_sparse_layers if fp4_moe_gather \
+            and model.weight_dtype == "nvfp4" and ep_options.a2a_backend != "deepep" else 0
         self._routing = None if model.moe is None else ExpertRouting(
             model.moe.num_experts, model.moe.experts_per_token, ep_size, expert_zipf)
         heads = 1 if model.mla is not None else max(1, model.num_kv_heads // self._atp)
@@ -94,6 +103,13 @@ class ForwardKernels:
         if dtype in WEIGHT_ONLY_DTYPES or self.chip.mamf(dtype) is None:
             return self.chip.mamf_bf16
         return self.chip.mamf(dtype)
+
+    def _decode_attention_rate(self, hardware: Hardware, fp8_attention: bool) -> float:
+        """Decode attention's FLOP/s: the 16-bit rate, or, where the engine runs it on fp8
+        tensor cores over an fp8 KV cache, the same fraction of the fp8 peak."""
+        if fp8_attention and self.model.kv_dtype == "fp8" and hardware.flops_fp8:
+            return hardware.flops_fp8 * self.chip.attention_fraction
+        return self._attn_rate
 
     def _kernel_count(self) -> int:
         """Kernels one forward launches (GEMMs, attention, elementwise, collectives, head)."""
@@ -194,17 +210,20 @@ class ForwardKernels:
 
     def _allreduce(self, rows: int, rank: int) -> float:
         """Per layer: attention's output over the attention tp, the MLP's over tp (none in a
-        sparse layer under ep > 1, whose experts combine by the all-to-all)."""
+        sparse layer under ep > 1, whose experts combine by the all-to-all; under attention
+        DP with `fp4_moe_gather`, a sparse layer's as a bf16 reduce-scatter and an NVFP4
+        all-gather)."""
         m, row_bytes = self.model, self.model.hidden_size * self._act
         if self.dp == 1:
             mlp = m.num_layers - (m.num_sparse_layers if self.ep_size > 1 else 0)
             return (m.num_layers + mlp) * allreduce_time(rows * row_bytes, self.tp,
                                                          self._bus_over(self.tp)).total
-        mlp = self._gathered_layers()
-        attention = allreduce_time(rank * row_bytes, self._atp,
-                                   self._bus_over(self._atp)).total
-        return m.num_layers * attention + mlp * allreduce_time(rows * row_bytes, self.tp,
-                                                               self._bus_over(self.tp)).total
+        mlp, bus = self._gathered_layers() - self._fp4_gathered, self._bus_over(self.tp)
+        attention = allreduce_time(rank * row_bytes, self._atp, self._bus_over(self._atp)).total
+        gathered = allreduce_time(rows * row_bytes, self.tp, bus).total
+        fp4 = scatter_gather_time(rows * row_bytes, rows * m.hidden_size * NVFP4_VALUE_BYTES,
+                                  self.tp, bus)
+        return m.num_layers * attention + mlp * gathered + self._fp4_gathered * fp4
 
     def _gathered_layers(self) -> int:
         """Layers whose MLP input is gathered over tp (attention DP): the dense ones unless
@@ -264,13 +283,13 @@ class ForwardKernels:
         an attention rank's share, plus each work unit's fixed time (`_decode_units`)."""
         m, kv = self.model, kv_tokens / self.dp
         read = kv * self._kv_bytes / self._mem
-        compute = kv * m.attention_flops_per_pair / self._atp / self._attn_rate
+        compute = kv * m.attention_flops_per_pair / self._atp / self._decode_rate
         return max(read, compute) + self._decode_units(rows) + m.num_layers * self.params.kernel_latency
 
     def decode_attention_split(self, kv_tokens: int, rows: int = 0) -> BoundSplit:
         """decode_attention's seconds on its bound (compute or memory)."""
         m, kv = self.model, kv_tokens / self.dp
-        compute = kv * m.attention_flops_per_pair / self._atp / self._attn_rate
+        compute = kv * m.attention_flops_per_pair / self._atp / self._decode_rate
         return split_max(compute, kv * self._kv_bytes / self._mem,
                          self.decode_attention(kv_tokens, rows))
 

@@ -70,7 +70,8 @@ class KernelCostModel(CostModel):
         self.ep_options.check(self.attention_dp, self.tp)
         object.__setattr__(self, "_kernels", ForwardKernels(
             self.model_shape, self.hardware, chip_kernels(self.hardware.key), self.params,
-            self.tp, self.ep_size, self.expert_zipf, self.attention_dp, self.ep_options))
+            self.tp, self.ep_size, self.expert_zipf, self.attention_dp, self.ep_options,
+            fp8_attention=self.engine.fp8_attention, fp4_moe_gather=self.engine.fp4_moe_gather))
 
     def step_cost(self, shape: BatchShape) -> StepCost:
         if shape.rows == 0:

@@ -35,7 +35,8 @@ def test_an_unknown_profile_is_refused_naming_the_known_ones():
 
 @pytest.mark.parametrize("field, value", [("cpu_per_step", -1.0), ("cpu_per_request", float("nan")),
                                           ("scheduler_steps", 0), ("overlap", 1),
-                                          ("guaranteed_no_evict", "yes")])
+                                          ("guaranteed_no_evict", "yes"), ("fp8_attention", 1),
+                                          ("fp4_moe_gather", "no")])
 def test_a_bad_profile_field_is_refused_by_name(field, value):
     """Negative or non-finite CPU seconds, fewer than one scheduler step, a non-bool overlap."""
     kwargs = {"name": "x", "cpu_per_step": 0.0, "cpu_per_request": 0.0, "overlap": False,
@@ -83,10 +84,11 @@ def test_a_profile_sets_the_default_schedule_and_the_cost_model_cpu(name):
 
 @pytest.mark.parametrize("name", sorted(ENGINE_PROFILES))
 def test_every_profile_number_and_schedule_names_its_source(name):
-    """CPU seconds and the default schedule of each profile come with a source, and so
-    does the capacity policy where a profile sets it."""
+    """CPU seconds and the default schedule of each profile come with a source, and so do
+    the capacity policy and the kernel choices where a profile sets them."""
     fields = ["cpu_per_step", "cpu_per_request", "overlap"]
-    fields += ["guaranteed_no_evict"] if ENGINE_PROFILES[name].guaranteed_no_evict else []
+    fields += [f for f in ("guaranteed_no_evict", "fp8_attention", "fp4_moe_gather")
+               if getattr(ENGINE_PROFILES[name], f)]
     assert all(SOURCES.get(f"{name}.{field}") for field in fields)
 
 

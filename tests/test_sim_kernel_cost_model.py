@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from sim.batch_shape import BatchShape
+from sim.chip_kernels import chip_kernels
 from sim.collectives import allgather_time, allreduce_time
 from sim.elementwise_traffic import elementwise_row_bytes
 from sim.engine_profile import EngineProfile, get_engine_profile
@@ -196,3 +197,50 @@ def test_an_mla_decode_unit_is_one_request():
     shape = BatchShape.decode(np.full(64, 1000), 64)
     extra = models[1].step_cost(shape).attention - models[0].step_cost(shape).attention
     assert extra == pytest.approx(61 * 64 * 1e-6 / 132)
+
+
+def _dsv3_b200(weights: str, kv: str, fp8_attention: bool = False,
+               fp4_moe_gather: bool = False, dp: int = 8) -> KernelCostModel:
+    engine = EngineProfile("x", 0.0, 0.0, overlap=True, fp8_attention=fp8_attention,
+                           fp4_moe_gather=fp4_moe_gather)
+    return KernelCostModel(get_model_shape("deepseek-v3").with_dtypes(weights, kv),
+                           get_hardware("b200"), 8, ep_size=8, attention_dp=dp, engine=engine,
+                           params=KernelParams(attention_unit_latency=0.0, kernel_latency=0.0))
+
+
+def test_fp8_attention_runs_mla_decode_at_the_fp8_rate():
+    """DeepSeek-V3 on B200 under attention DP 8 (every rank all 128 heads): 1M KV tokens of
+    absorbed MLA decode cost the larger of their pair FLOPs at the fp8 peak's attention
+    fraction and the latent's bytes (576 x 61 layers, fp8) where the engine quantizes Q to
+    fp8 over an fp8 cache; at the bf16 rate without the choice or without the fp8 cache."""
+    hw, m = get_hardware("b200"), get_model_shape("deepseek-v3")
+    fraction = chip_kernels("b200").attention_fraction
+    pairs = 1_000_000 / 8 * m.attention_flops_per_pair
+    read = 1_000_000 / 8 * 576 * 61 / (hw.mem_bw * KernelParams().memory_efficiency)
+    fp8 = _dsv3_b200("nvfp4", "fp8", fp8_attention=True)._kernels.decode_attention(1_000_000)
+    assert fp8 == pytest.approx(max(pairs / (hw.flops_fp8 * fraction), read))
+    bf16 = pairs / (hw.flops_bf16 * fraction)
+    off = _dsv3_b200("nvfp4", "fp8")._kernels.decode_attention(1_000_000)
+    assert off == pytest.approx(max(bf16, read)) and fp8 < off
+    cache16 = _dsv3_b200("nvfp4", "bf16", fp8_attention=True)._kernels
+    assert cache16.decode_attention(1_000_000) == pytest.approx(max(bf16, 2 * read))
+
+
+def test_fp4_moe_gather_moves_the_experts_input_in_nvfp4_and_their_output_in_bf16():
+    """DeepSeek-V3 nvfp4 under attention DP 8: each of the 58 sparse layers gathers 4096
+    rows x 7168 as NVFP4 (0.5625 bytes a value) and reduce-scatters them in bf16 (a ring
+    reduce-scatter priced as the all-gather of its result), instead of one bf16 all-reduce;
+    fp8 weights, or the engine without the choice, keep the all-reduce."""
+    hw = get_hardware("b200")
+    bus = hw.interconnect_bw * hw.interconnect_efficiency
+    values = 4096 * 7168
+    swap = 58 * (allgather_time(values * 2, 8, bus).total
+                 + allgather_time(values * 0.5625, 8, bus).total
+                 - allreduce_time(values * 2, 8, bus).total)
+    on, off = (_dsv3_b200("nvfp4", "fp8", fp4_moe_gather=g)._kernels.fixed(4096, 0, True)
+               for g in (True, False))
+    assert on.allreduce - off.allreduce == pytest.approx(swap)
+    assert on.allreduce < off.allreduce
+    fp8 = [_dsv3_b200("fp8", "fp8", fp4_moe_gather=g)._kernels.fixed(4096, 0, True).allreduce
+           for g in (True, False)]
+    assert fp8[0] == fp8[1]
