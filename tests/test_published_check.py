@@ -8,7 +8,7 @@ import math
 import pytest
 
 from experiments.published_check.express import express
-from experiments.published_check.predict import Prediction, build_workload, predict
+from experiments.published_check.predict import Prediction, build_workload, predict, predict_all
 from experiments.published_check.report import rows_frame, summary_frame
 from experiments.published_check.row_spec import RowSpec, Unexpressed
 from experiments.published_check.sources import half_of, source_name
@@ -182,6 +182,16 @@ def test_predict_runs_the_simulator_in_the_published_unit():
     pred = predict(spec)
     assert pred.row_id == "r1" and 1.0 < pred.predicted < 1e3
     assert pred.predicted == pytest.approx(pred.sim_seconds * 1e3, rel=0.5)
+
+
+def test_predict_all_returns_the_rows_in_their_order_whatever_order_they_ran():
+    """Three rows of 1, 4 and 2 requests run on a pool largest first; the predictions come
+    back in the rows' order, each the same as its row's own `predict`."""
+    rows = [{**ROW, "id": f"r{n}", "model": "meta-llama/Llama-3.1-8B", "tp": "1",
+             "input_len": "16", "output_len": "4", "num_prompts": str(n)} for n in (1, 4, 2)]
+    specs = [express(r) for r in rows]
+    assert [p.row_id for p in predict_all(specs, 2)] == ["r1", "r4", "r2"]
+    assert predict_all(specs, 1) == [predict(s) for s in specs]
 
 
 def test_each_row_runs_on_its_engine_profile():

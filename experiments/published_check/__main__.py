@@ -13,14 +13,13 @@ import argparse
 import dataclasses
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 
 from experiments.published_check.express import express
 from experiments.published_check.fit import fit, parse_grid
-from experiments.published_check.predict import predict
+from experiments.published_check.predict import predict_all
 from experiments.published_check.report import render, rows_frame, summary_frame
 from experiments.published_check.row_spec import RowSpec, Unexpressed
 from sim.kernel_params import KernelParams
@@ -49,8 +48,7 @@ def main(argv: list[str] | None = None) -> None:
         expressed += [Unexpressed(s.row_id, s.source, "attention DP is priced by the kernel "
                                   "cost model only") for s in specs if _dp_attention(s)]
         specs = [s for s in specs if not _dp_attention(s)]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        predictions = list(pool.map(predict, specs))
+    predictions = predict_all(specs, args.jobs)
     rows = rows_frame(specs, predictions)
     unexpressed = [e for e in expressed if not isinstance(e, RowSpec)]
     print(render(rows, summary_frame(rows), unexpressed, len(table)))

@@ -9,10 +9,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from statistics import median
 
-from experiments.published_check.predict import predict
+from experiments.published_check.predict import predict_all
 from experiments.published_check.row_spec import RowSpec
 from experiments.published_check.sources import half_of
 from sim.kernel_params import KernelParams
@@ -44,8 +43,7 @@ def fit(specs: Sequence[RowSpec], grid: dict[str, tuple[float, ...]], jobs: int
     points = [KernelParams(**dict(zip(grid, values, strict=True)))
               for values in itertools.product(*grid.values())]
     runs = [s.with_cost_model("kernel", p) for p in points for s in fit_rows]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        predictions = list(pool.map(predict, runs))
+    predictions = predict_all(runs, jobs)
     scores = []
     for i, p in enumerate(points):
         chunk = predictions[i * len(fit_rows):(i + 1) * len(fit_rows)]

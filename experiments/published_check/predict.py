@@ -3,6 +3,8 @@ beside the published one (in the published unit)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from typing import NamedTuple
 
 from experiments.published_check.row_spec import RowSpec, WorkloadSpec
@@ -25,6 +27,16 @@ def predict(spec: RowSpec) -> Prediction:
                           **spec.sim_args)
     return Prediction(spec.row_id, metric_value(result, spec.metric) * spec.scale,
                       result.summary["duration"])
+
+
+def predict_all(specs: Sequence[RowSpec], jobs: int) -> list[Prediction]:
+    """`predict` of every spec on a pool of `jobs` processes, in the specs' order.
+    NOTE: the runs start largest first (by request count), so a long run does not start
+    last and hold the pool's end alone."""
+    order = sorted(range(len(specs)), key=lambda i: -specs[i].workload.num_prompts)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        done = dict(zip(order, pool.map(predict, [specs[i] for i in order]), strict=True))
+    return [done[i] for i in range(len(specs))]
 
 
 def metric_value(result, metric: str) -> float:
