@@ -82,9 +82,13 @@ def _check_length_budget(
     max_new = p.max_new_tokens
     if not isinstance(max_new, (int, np.integer)) or isinstance(max_new, bool):
         raise InvalidRequestError("max_new_tokens", max_new, "must be an integer >= 1")
-    if n + max_new > context_len:
-        raise InvalidRequestError("max_new_tokens", max_new,
-                                  f"prompt ({n}) + max_new_tokens exceeds the context length ({context_len})")
+    # NOTE: `>=`, as SGLang's TokenizerManager._validate_one_request in the snapshot the spec
+    # follows (semantics §2.3): a request may not fill the context to its last position.
+    if n + max_new >= context_len:
+        raise InvalidRequestError(
+            "max_new_tokens", max_new,
+            f"Requested token count exceeds the model's maximum context length of {context_len} "
+            f"tokens: {n} prompt tokens + {max_new} new tokens = {n + max_new} must be below it")
     if max_total_tokens is not None and n + min(max_new, CLIP_MAX_NEW_TOKENS) + page_size >= max_total_tokens:
         raise InvalidRequestError(
             "max_new_tokens", max_new,

@@ -222,6 +222,18 @@ def test_a_top_logprobs_num_above_the_vocabulary_is_refused(engine):
     refused_before_anything_runs(engine, [7, 8], bad, "top_logprobs_num")
 
 
+def test_a_request_that_would_fill_the_context_is_refused_in_both_executors(engine):
+    """prompt + max_new_tokens == context_length (512 here) is refused naming max_new_tokens, by
+    the real engine and by the simulator's scheduler alike; one token less is accepted."""
+    prompt = [7] * 500
+    refused_before_anything_runs(engine, prompt, {**GOOD, "max_new_tokens": 12}, "max_new_tokens")
+    sched = Scheduler(EngineConfig(max_total_tokens=4096), ModelInfo(VOCAB, (0,), 512))
+    with pytest.raises(InvalidRequestError, match="maximum context length of 512") as info:
+        sched.add_request(Req("a", prompt, SamplingParams(max_new_tokens=12)))
+    assert info.value.field == "max_new_tokens" and not sched.reqs
+    sched.add_request(Req("a", prompt, SamplingParams(max_new_tokens=11)))
+
+
 @pytest.mark.parametrize("params", [5, "temperature=0", 1.5])
 def test_sampling_params_of_the_wrong_type_are_refused_naming_the_field(engine, params):
     """generate(prompt, sampling_params=5) raises InvalidRequestError, not TypeError."""

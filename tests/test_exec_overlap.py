@@ -30,7 +30,7 @@ def test_the_forward_runs_on_the_worker_while_the_last_result_is_processed(folde
     def waiting_forward(fb):
         threads.append(threading.current_thread().name)
         if sched.pending is not None:  # NOTE: an overlapped step: the result is processed now
-            assert started.wait(timeout=10), "the last result was not processed during the forward"
+            assert started.wait(timeout=60), "the last result was not processed during the forward"
         started.clear()
         return forward(fb)
 

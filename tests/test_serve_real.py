@@ -207,7 +207,7 @@ def test_clients_that_disconnect_free_their_kv(served):
         await client.close()
 
     asyncio.run(main())
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60   # NOTE: a hang detector, not a time bound
     while metric_samples(served.base)["vllm:num_requests_running"] and time.monotonic() < deadline:
         time.sleep(0.05)
     gauges = metric_samples(served.base)

@@ -76,6 +76,20 @@ def test_bad_requests_get_an_openai_error_naming_the_field(server, kwargs, error
     assert e.value.body["param"] == field
 
 
+def test_a_prompt_and_max_tokens_that_fill_the_context_get_a_400_naming_max_tokens(server):
+    """prompt + max_tokens == the context length is refused (SGLang's `>=`, semantics §2.3)
+    with OpenAI's error naming max_tokens; one token fewer is served."""
+    client = openai_client(server)
+    context = client.models.list().data[0].model_extra["max_model_len"]
+    prompt = [1000] * (context - 2)   # token ids
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model="llama-3-8b", prompt=prompt, max_tokens=2)
+    assert e.value.body["param"] == "max_tokens"
+    assert "exceeds the model's maximum context length" in e.value.body["message"]
+    r = client.completions.create(model="llama-3-8b", prompt=prompt, max_tokens=1)
+    assert r.usage.prompt_tokens + r.usage.completion_tokens == context - 1
+
+
 def test_bad_requests_leave_sixteen_streams_to_finish_and_metrics_count_them(server):
     """16 streams in flight while bad requests come and go: every stream ends with its
     tokens; /metrics' generation-token and success counters grow by exactly what was sent."""

@@ -33,6 +33,8 @@ REQUEST_REJECTS = [
     ([1] * (CTX + 5), {"max_new_tokens": 1}, "input_ids"),
     ([1] * (CTX - 1), {"max_new_tokens": 2}, "max_new_tokens"),
     (PROMPT, {"max_new_tokens": CTX - len(PROMPT) + 1}, "max_new_tokens"),
+    (PROMPT, {"max_new_tokens": CTX - len(PROMPT)}, "max_new_tokens"),
+    ([1] * (CTX - 1), {"max_new_tokens": 1}, "max_new_tokens"),
     (PROMPT, {"max_new_tokens": 10, "max_total_tokens": 15}, "max_new_tokens"),
     (PROMPT, {"max_new_tokens": 10, "max_total_tokens": 18, "page_size": 4}, "max_new_tokens"),
     (PROMPT, {"max_new_tokens": 5000, "max_total_tokens": 4101, **BIG}, "max_new_tokens"),
@@ -74,8 +76,8 @@ UNSUPPORTED = {"n", "regex", "json_schema", "ebnf"}
 ALL_REJECTS = REQUEST_REJECTS + [(PROMPT, kw, field) for kw, field in PARAM_REJECTS]
 
 ACCEPTED = [
-    ([1] * (CTX - 1), {"max_new_tokens": 1}),
-    (PROMPT, {"max_new_tokens": CTX - len(PROMPT)}),
+    ([1] * (CTX - 2), {"max_new_tokens": 1}),
+    (PROMPT, {"max_new_tokens": CTX - len(PROMPT) - 1}),
     ([0, VOCAB - 1], {}),
     (np.array([0, VOCAB - 1], dtype=np.int64), {}),
     (np.array([5, 6], dtype=np.int32), {}),
@@ -260,13 +262,14 @@ def test_from_dict_unknown_key_rejected():
         SamplingParams.from_dict({"top_p": 0.5, "top_q": 0.5})
 
 
-def test_prompt_plus_max_new_tokens_may_fill_the_context_exactly():
-    """SGLang's current TokenizerManager._validate_one_request refuses
-    `max_new_tokens + input_token_num > context_len` (it was `>=` in older releases), so a
-    request that fills the context to its last position is served and one token more is not."""
+def test_prompt_plus_max_new_tokens_must_stay_below_the_context_length():
+    """SGLang's TokenizerManager._validate_one_request (semantics §2.3) refuses
+    `max_new_tokens + input_token_num >= context_len` with "Requested token count exceeds the
+    model's maximum context length": one token below the context is served, filling it is not."""
     ok = dict(context_len=CTX, max_total_tokens=None, page_size=1)
-    validate_request(PROMPT, SamplingParams(max_new_tokens=CTX - len(PROMPT)), vocab_size=VOCAB, **ok)
-    with pytest.raises(InvalidRequestError, match="exceeds the context length") as e:
-        validate_request(PROMPT, SamplingParams(max_new_tokens=CTX - len(PROMPT) + 1),
-                         vocab_size=VOCAB, **ok)
-    assert e.value.field == "max_new_tokens"
+    validate_request(PROMPT, SamplingParams(max_new_tokens=CTX - len(PROMPT) - 1), vocab_size=VOCAB, **ok)
+    for max_new in (CTX - len(PROMPT), CTX - len(PROMPT) + 1):
+        with pytest.raises(InvalidRequestError,
+                           match="exceeds the model's maximum context length of") as e:
+            validate_request(PROMPT, SamplingParams(max_new_tokens=max_new), vocab_size=VOCAB, **ok)
+        assert e.value.field == "max_new_tokens" and e.value.value == max_new
