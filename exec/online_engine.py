@@ -3,11 +3,11 @@
 request blocks another and the server never waits on a forward.
 
 Only the engine's thread touches the Engine. The server's threads validate (`submit` reads
-the config only) and post to the inbox (`shared.engine_inbox`); the thread admits what arrived before each step,
-steps, and sends every request its new tokens and text (the Engine's detokenizer: stop
-strings cut, no partial character) with their logprobs when asked for, as soon as a step's
-result is processed (under the overlap schedule, while the next forward runs, as SGLang
-streams while the GPU runs the next batch). `stop()` aborts what
+the config only) and post to the inbox (`shared.engine_inbox`); the thread admits what
+arrived before each step, steps, and sends every request its new tokens and text (the
+Engine's detokenizer: stop strings cut, no partial character) with their logprobs when
+asked for, as soon as a step's result is processed (under the overlap schedule, while the
+next forward runs, as SGLang streams while the GPU runs the next batch). `stop()` aborts what
 is in flight, steps until the scheduler is idle (its idle check: no leaked KV slot or
 request row) and joins the thread; an error that killed the thread is raised there.
 """
@@ -72,7 +72,8 @@ class ExecOnlineEngine:
                on_event: Callable[[TokenEvent], None]) -> None:
         self._e.check_request(input_ids, params)
         ids = list(input_ids)
-        self._inbox.submit(rid, on_event, lambda tell: Submitted(rid, ids, params, self._e.now(), tell))
+        self._inbox.submit(rid, on_event,
+                           lambda tell: Submitted(rid, ids, params, self._e.now(), tell))
         self._loop.wake()
 
     def abort(self, rid: str) -> bool:

@@ -148,12 +148,14 @@ def engine_call(draw, rids: tuple[str, ...] = ("r0", "r1", "r2")) -> tuple:
     """One call a server's thread makes on an online engine: ("submit", rid, prompt,
     max_new_tokens) (1 in 8 prompts empty: refused), ("abort", rid) or, 1 call in 6,
     ("stop",). Few rids, so that aborts find their request and twins share a rid."""
-    kind, rid = draw(st.sampled_from(("submit", "submit", "submit", "abort", "abort", "stop"))), draw(st.sampled_from(rids))
+    kind = draw(st.sampled_from(("submit", "submit", "submit", "abort", "abort", "stop")))
+    rid = draw(st.sampled_from(rids))
     if kind == "stop":
         return ("stop",)
     if kind == "abort":
         return ("abort", rid)
-    prompt = [] if draw(st.integers(0, 7)) == 5 else draw(st.lists(st.integers(1, 60), min_size=1, max_size=4))
+    tokens = st.lists(st.integers(1, 60), min_size=1, max_size=4)
+    prompt = [] if draw(st.integers(0, 7)) == 5 else draw(tokens)
     return ("submit", rid, prompt, draw(st.integers(1, 3)))
 
 

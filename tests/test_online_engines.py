@@ -116,12 +116,13 @@ def _engine(kind, tiny_checkpoint):
 
 
 @pytest.mark.parametrize("kind", ["sim", "exec"])
-def test_a_stop_between_a_submits_validation_and_its_post_refuses_the_submit(kind, tiny_checkpoint, monkeypatch):
+def test_a_stop_between_a_submits_validation_and_its_post_refuses_the_submit(kind, tiny_checkpoint,
+                                                                            monkeypatch):
     """stop() run to its end while a submit is past its validation: the submit raises
     EngineUnavailable and nothing is sent (before the fix it returned, and the request
     was never answered)."""
     engine = _engine(kind, tiny_checkpoint)
-    owner = engine._s.scheduler if kind == "sim" else engine._e   # NOTE: submit validates with its check_request
+    owner = engine._s.scheduler if kind == "sim" else engine._e   # NOTE: whose check_request submit calls
     check = owner.check_request
 
     def check_then_stop(*args):
@@ -137,7 +138,8 @@ def test_a_stop_between_a_submits_validation_and_its_post_refuses_the_submit(kin
 
 
 @pytest.mark.parametrize("kind", ["sim", "exec"])
-def test_a_request_posted_after_the_engines_drain_and_before_stop_is_answered(kind, tiny_checkpoint, monkeypatch):
+def test_a_request_posted_after_the_engines_drain_and_before_stop_is_answered(kind, tiny_checkpoint,
+                                                                             monkeypatch):
     """A submit that returns after the engine's thread took its inbox, and then stop(): the
     request still gets its one last event (aborted by the shutdown) by the time stop()
     returns (before the fix the loop read `stopping` after its drain and ended without it)."""
@@ -197,7 +199,8 @@ class Submission:
         self.rid, self.max_new_tokens, self.got, self.refused = rid, max_new_tokens, Collected(), None
 
 
-def _run_plan(engine, plan: list[list[tuple]], prefix: str = "") -> tuple[list[Submission], list[tuple[str, bool]]]:
+def _run_plan(engine, plan: list[list[tuple]],
+              prefix: str = "") -> tuple[list[Submission], list[tuple[str, bool]]]:
     """Start the engine, run each thread's calls (the threads released together, each rid
     taken as prefix + rid), stop it."""
     submissions, aborts, errors = [], [], []
@@ -212,7 +215,8 @@ def _run_plan(engine, plan: list[list[tuple]], prefix: str = "") -> tuple[list[S
             s = Submission(c[1], c[3])
             submissions.append(s)
             try:
-                engine.submit(prefix + c[1], c[2], SamplingParams(max_new_tokens=c[3], ignore_eos=True), s.got)
+                params = SamplingParams(max_new_tokens=c[3], ignore_eos=True)
+                engine.submit(prefix + c[1], c[2], params, s.got)
             except (EngineUnavailable, InvalidRequestError) as e:
                 s.refused = e
 
@@ -291,7 +295,8 @@ def fresh_exec_online_engines(tiny_checkpoint):
 
 @settings(max_examples=max(200, settings.default.max_examples))
 @given(plan=engine_call_plans())
-def test_concurrent_submits_aborts_and_stops_refuse_or_end_every_request_once_real(fresh_exec_online_engines, plan):
+def test_concurrent_submits_aborts_and_stops_refuse_or_end_every_request_once_real(
+        fresh_exec_online_engines, plan):
     """The same as `..._simulated`, with the real engine (a tiny model)."""
     engine, prefix = fresh_exec_online_engines()
     with fine_thread_switches():
