@@ -3,11 +3,11 @@
 request blocks another and the server never waits on a forward.
 
 Only the engine's thread touches the Engine. The server's threads validate (`submit` reads
-the config only) and post to an inbox; the thread admits what arrived before each step,
-steps, and sends every request its new tokens and text (the Engine's detokenizer: stop
-strings cut, no partial character) with their logprobs when asked for, as soon as a step's
-result is processed (under the overlap schedule, while the next forward runs, as SGLang
-streams while the GPU runs the next batch). `stop()` aborts what
+the config only) and post to the inbox (`shared.engine_inbox`); the thread admits what
+arrived before each step, steps, and sends every request its new tokens and text (the
+Engine's detokenizer: stop strings cut, no partial character) with their logprobs when
+asked for, as soon as a step's result is processed (under the overlap schedule, while the
+next forward runs, as SGLang streams while the GPU runs the next batch). `stop()` aborts what
 is in flight, steps until the scheduler is idle (its idle check: no leaked KV slot or
 request row) and joins the thread; an error that killed the thread is raised there.
 """
@@ -15,11 +15,11 @@ request row) and joins the thread; an error that killed the thread is raised the
 from __future__ import annotations
 
 import dataclasses
-import queue
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from shared.arrival_buffer import ArrivalBuffer
+from shared.engine_inbox import Abort, EngineInbox
 from shared.engine_thread import EngineThread
 from shared.finish_reason import FinishReason
 from shared.invalid_request import InvalidRequestError
@@ -53,10 +53,10 @@ class ExecOnlineEngine:
         self._e, self.model_name, self._model_path = engine, model_name, model_path
         self.vocab_size = engine.model_info.vocab_size
         self.context_length = engine.scheduler.config.context_length
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._inbox: EngineInbox[Submitted] = EngineInbox()
         self._listeners: dict[str, Listener] = {}
         self._arrived = ArrivalBuffer(lambda s: s.arrival, lambda s: s.rid)   # not admitted yet
-        self._loop = EngineThread("exec-engine", self._turn,
+        self._loop = EngineThread("exec-engine", self._inbox, self._turn,
                                   lambda e: self._fail_all(f"the engine failed: {e!r}"))
         self._stats = self._snapshot()
 
@@ -70,16 +70,17 @@ class ExecOnlineEngine:
 
     def submit(self, rid: str, input_ids: Sequence[int], params: SamplingParams,
                on_event: Callable[[TokenEvent], None]) -> None:
-        self._loop.check_serving()
         self._e.check_request(input_ids, params)
-        self._inbox.put(Submitted(rid, list(input_ids), params, self._e.now(), on_event))
+        ids = list(input_ids)
+        self._inbox.submit(rid, on_event,
+                           lambda tell: Submitted(rid, ids, params, self._e.now(), tell))
         self._loop.wake()
 
     def abort(self, rid: str) -> bool:
-        known = rid in self._listeners or self._arrived.holds(rid)
-        self._inbox.put(rid)
+        if not self._inbox.abort(rid):
+            return False
         self._loop.wake()
-        return known
+        return True
 
     def stats(self) -> EngineStats:
         return self._stats   # NOTE: published by the engine's thread after each turn
@@ -99,8 +100,9 @@ class ExecOnlineEngine:
 
     def _turn(self) -> bool:
         """Admit, step once, send what is new; False once stopping and idle."""
+        stopping = self._loop.stopping   # NOTE: read first: then this drain takes every last post
         self._drain_inbox()
-        if self._loop.stopping:
+        if stopping:
             self._abort_all()
         now = self._e.now()
         self._admit_until(self._e.scheduler.admission_time(now))
@@ -112,24 +114,20 @@ class ExecOnlineEngine:
         if step is not None or self._arrived:   # NOTE: the next turn admits them at once
             self._admit_until(now)
             return True
-        if self._loop.stopping and self._e.scheduler.is_idle():
+        if stopping and self._e.scheduler.is_idle():
             self._e.drain()
             return False
         self._loop.idle(IDLE_POLL_S)
         return True
 
     def _drain_inbox(self) -> None:
-        while True:
-            try:
-                item = self._inbox.get_nowait()
-            except queue.Empty:
-                return
-            if isinstance(item, Submitted):
+        for item in self._inbox.take():
+            if not isinstance(item, Abort):
                 self._arrived.add(item)
-            elif item in self._listeners:
-                self._e.scheduler.abort(item)
-            else:
-                self._drop_arrived(item, "aborted before it was scheduled")
+                continue
+            if item.rid in self._listeners:
+                self._e.scheduler.abort(item.rid)
+            self._drop_arrived(item.rid, "aborted before it was scheduled")   # NOTE: and its twins
 
     def _admit_until(self, t: float) -> None:
         """Admit the drained requests that arrived by `t` (`Scheduler.admission_time`)."""
@@ -177,8 +175,7 @@ class ExecOnlineEngine:
         for rid, (req, on_event) in list(self._listeners.items()):
             on_event(TokenEvent((), end, req.cached_tokens, self._e.now()))
             del self._listeners[rid]
-        while not self._inbox.empty():
-            item = self._inbox.get_nowait()
+        for item in self._inbox.take():   # NOTE: closed: nothing is posted after this
             if isinstance(item, Submitted):
                 item.on_event(TokenEvent((), end, 0, self._e.now()))
 

@@ -25,9 +25,6 @@ class ArrivalBuffer(Generic[T]):
     def add(self, item: T) -> None:
         self._items.append(item)
 
-    def holds(self, rid: str) -> bool:
-        return any(self._rid(i) == rid for i in self._items)
-
     def take_until(self, t: float) -> list[T]:
         """Remove and return the items that arrived by `t`, in the order added."""
         return self._take(lambda i: self._arrival(i) <= t)

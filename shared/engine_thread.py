@@ -2,10 +2,12 @@
 server's event loop, and its life: start, wake, idle, stop, failure.
 
 `turn()` runs again and again on the thread until it returns False (the engine is stopping
-and idle). An exception in it ends the thread: `on_failure(exc)` runs there (tell every open
-request), later submits are refused (`check_serving` raises EngineUnavailable) and `stop()`
-raises it. Not part of the spec's step semantics: it only decides when the engine's own
-loop runs.
+and idle). `stop()` closes the engine's inbox (`shared.engine_inbox`: later submits raise
+EngineUnavailable) before it asks the loop to finish, so a turn that reads `stopping` and then
+takes the inbox takes every request ever accepted. An exception in `turn()` ends the thread:
+the inbox is closed naming it, `on_failure(exc)` runs there (tell every open request, and
+every one still in the inbox) and `stop()` raises it. Not part of the spec's step semantics:
+it only decides when the engine's own loop runs.
 """
 
 from __future__ import annotations
@@ -13,17 +15,24 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from shared.online_engine import EngineUnavailable
+from shared.engine_inbox import EngineInbox
+
+SHUTTING_DOWN = "the engine is not serving: it is shutting down"
 
 
 class EngineThread:
-    def __init__(self, name: str, turn: Callable[[], bool],
+    def __init__(self, name: str, inbox: EngineInbox, turn: Callable[[], bool],
                  on_failure: Callable[[BaseException], None]) -> None:
-        self._name, self._turn, self._on_failure = name, turn, on_failure
+        self._name, self._inbox, self._turn, self._on_failure = name, inbox, turn, on_failure
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self.stopping = False                      # NOTE: set by stop(), read by turn()
         self.error: BaseException | None = None
+
+    @property
+    def stopping(self) -> bool:
+        """The inbox is closed (stop() was called, or the thread failed): read by `turn()`
+        before it takes the inbox."""
+        return self._inbox.closed is not None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
@@ -38,16 +47,9 @@ class EngineThread:
         self._wake.wait(timeout_s)
         self._wake.clear()
 
-    def check_serving(self) -> None:
-        """Raise EngineUnavailable once stopping or failed."""
-        if self.error is not None:
-            raise EngineUnavailable(f"the engine is not serving: it failed ({self.error!r})")
-        if self.stopping:
-            raise EngineUnavailable("the engine is not serving: it is shutting down")
-
     def stop(self) -> None:
-        """Ask the loop to finish, join it; RuntimeError if it failed."""
-        self.stopping = True
+        """Close the inbox, ask the loop to finish, join it; RuntimeError if it failed."""
+        self._inbox.close(SHUTTING_DOWN)
         self.wake()
         if self._thread is not None:
             self._thread.join()
@@ -60,4 +62,5 @@ class EngineThread:
                 pass
         except BaseException as e:  # NOTE: every open request learns of it, then stop() raises
             self.error = e
+            self._inbox.close(f"the engine is not serving: it failed ({e!r})")
             self._on_failure(e)

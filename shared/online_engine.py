@@ -9,8 +9,12 @@ Contract:
   InvalidRequestError naming the field (nothing queued, nothing else disturbed), or
   EngineUnavailable once it stopped or failed (the server answers 503). The engine
   then calls `on_event(TokenEvent)` from its thread for every batch of new tokens of that
-  request, the last one with its finish reason (a stop, the length, an abort).
-- `abort(rid)`: end the request (its KV freed at the engine's next step); False if unknown.
+  request, the last one with its finish reason (a stop, the length, an abort). A submit
+  that returns gets exactly one last event, whatever `stop()` does meanwhile on another
+  thread (`shared.engine_inbox`): a request is refused or answered, never lost.
+- `abort(rid)`: end the request (its KV freed at the engine's next step): True if a request
+  `rid` is open (accepted, its last event not sent yet, wherever it waits), which now ends
+  aborted unless its last event was already decided; False if none is.
 - `stats()`: a snapshot for /metrics and /get_server_info; `now()`: the engine's clock in
   seconds (the one `TokenEvent.time` reads: simulated seconds for the simulator).
 - `server_info()`: what /get_server_info reports of the engine (mode, model, its effective

@@ -15,12 +15,12 @@ function of (seed, rid)); requests end at their max_new_tokens or an abort, or w
 from __future__ import annotations
 
 import dataclasses
-import queue
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from shared.arrival_buffer import ArrivalBuffer
+from shared.engine_inbox import Abort, EngineInbox
 from shared.engine_thread import EngineThread
 from shared.finish_reason import FinishReason
 from shared.forward_batch import ForwardBatch
@@ -46,9 +46,9 @@ class SimulatedOnlineEngine:
         self._s, self.model_name, self.time_scale, self._clock = simulation, model_name, time_scale, clock
         info = simulation.scheduler.model_info
         self.vocab_size, self.context_length = info.vocab_size, simulation.scheduler.config.context_length
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._inbox: EngineInbox[tuple[Req, Callable[[TokenEvent], None]]] = EngineInbox()
         self._listeners: dict[str, tuple[Req, Callable[[TokenEvent], None], list[int]]] = {}
-        self._loop = EngineThread("sim-engine", self._turn,
+        self._loop = EngineThread("sim-engine", self._inbox, self._turn,
                                   lambda e: self._fail_all(f"the engine failed: {e!r}"))
         self._lengths, self._ends = output_lengths, {}   # rid -> its drawn answer length
         self._t0 = 0.0
@@ -67,17 +67,16 @@ class SimulatedOnlineEngine:
 
     def submit(self, rid: str, input_ids: Sequence[int], params: SamplingParams,
                on_event: Callable[[TokenEvent], None]) -> None:
-        self._loop.check_serving()
         req = Req(rid, list(input_ids), params, arrival_time=self.wall_now())
         self._s.scheduler.check_request(req)   # NOTE: reads the config only: thread-safe
-        self._inbox.put(("submit", req, on_event))
+        self._inbox.submit(rid, on_event, lambda tell: (req, tell))
         self._loop.wake()
 
     def abort(self, rid: str) -> bool:
-        known = rid in self._listeners or self._arrived.holds(rid)
-        self._inbox.put(("abort", rid, None))
+        if not self._inbox.abort(rid):
+            return False
         self._loop.wake()
-        return known
+        return True
 
     def stats(self) -> EngineStats:
         sched = self._s.scheduler
@@ -108,15 +107,16 @@ class SimulatedOnlineEngine:
         """Admit, run one step (or wait while idle), send what is new; False once stopping
         and idle."""
         sched = self._s.scheduler
+        stopping = self._loop.stopping   # NOTE: read first: then this drain takes every last post
         self._drain_inbox()
-        if self._loop.stopping:
+        if stopping:
             self._abort_all()
         batch = self._schedule()
         self._emit()
         if batch is not None:
             self._step(batch)
             return True
-        if self._loop.stopping and not sched.has_work() and not self._arrived:
+        if stopping and not sched.has_work() and not self._arrived:
             return False
         self._loop.idle(IDLE_POLL_S)
         self._now = max(self._now, self.wall_now())   # NOTE: idle, the clock follows the wall
@@ -158,18 +158,13 @@ class SimulatedOnlineEngine:
         self._emit()
 
     def _drain_inbox(self) -> None:
-        sched = self._s.scheduler
-        while True:
-            try:
-                kind, item, on_event = self._inbox.get_nowait()
-            except queue.Empty:
-                return
-            if kind == "submit":
-                self._arrived.add((item, on_event))
-            elif item in self._listeners:
-                sched.abort(item)
-            else:
-                self._drop_arrived(item, "aborted before it was scheduled")
+        for item in self._inbox.take():
+            if not isinstance(item, Abort):
+                self._arrived.add(item)
+                continue
+            if item.rid in self._listeners:
+                self._s.scheduler.abort(item.rid)
+            self._drop_arrived(item.rid, "aborted before it was scheduled")   # NOTE: and its twins
 
     def _drop_arrived(self, rid: str | None, message: str) -> None:
         """End `rid` (None: every one) among the requests not admitted yet, aborted."""
@@ -199,9 +194,9 @@ class SimulatedOnlineEngine:
         for rid, (req, on_event, _) in list(self._listeners.items()):
             on_event(TokenEvent((), end, req.cached_tokens, self._now))
             del self._listeners[rid]
-        while not self._inbox.empty():
-            kind, _, on_event = self._inbox.get_nowait()
-            if kind == "submit":
+        for item in self._inbox.take():   # NOTE: closed: nothing is posted after this
+            if not isinstance(item, Abort):
+                _, on_event = item
                 on_event(TokenEvent((), end, 0, self._now))
 
     def _emit(self) -> None:

@@ -140,3 +140,26 @@ def fuzz_requests(vocab_size: int) -> st.SearchStrategy:
     return st.lists(st.tuples(fuzz_prompts(vocab_size), fuzz_sampling_params(),
                               st.one_of(st.none(), st.none(), st.integers(0, 3))),
                     min_size=1, max_size=3)
+
+
+
+@st.composite
+def engine_call(draw, rids: tuple[str, ...] = ("r0", "r1", "r2")) -> tuple:
+    """One call a server's thread makes on an online engine: ("submit", rid, prompt,
+    max_new_tokens) (1 in 8 prompts empty: refused), ("abort", rid) or, 1 call in 6,
+    ("stop",). Few rids, so that aborts find their request and twins share a rid."""
+    kind = draw(st.sampled_from(("submit", "submit", "submit", "abort", "abort", "stop")))
+    rid = draw(st.sampled_from(rids))
+    if kind == "stop":
+        return ("stop",)
+    if kind == "abort":
+        return ("abort", rid)
+    tokens = st.lists(st.integers(1, 60), min_size=1, max_size=4)
+    prompt = [] if draw(st.integers(0, 7)) == 5 else draw(tokens)
+    return ("submit", rid, prompt, draw(st.integers(1, 3)))
+
+
+def engine_call_plans(max_threads: int = 4, max_calls: int = 4) -> st.SearchStrategy[list[list[tuple]]]:
+    """2..max_threads threads, each with the 1..max_calls `engine_call`s it makes in order."""
+    return st.lists(st.lists(engine_call(), min_size=1, max_size=max_calls),
+                    min_size=2, max_size=max_threads)
