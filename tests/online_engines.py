@@ -1,0 +1,34 @@
+"""Helpers for driving both online engines (`shared.online_engine`) in tests: a simulated and
+a real engine, and a collector of one request's events."""
+
+from __future__ import annotations
+
+import threading
+
+from sim.online_sim import SimulatedOnlineEngine
+from sim.simulate import build_simulation
+
+HANG_S = 60   # NOTE: hang detection only: every wait here ends long before
+
+
+def sim_engine():
+    return SimulatedOnlineEngine(build_simulation(model="llama-3-8b", hardware="h100"), "m", 100.0)
+
+
+def exec_engine(tiny_checkpoint):
+    from exec.engine import Engine
+    from exec.online_engine import ExecOnlineEngine
+
+    return ExecOnlineEngine(Engine(tiny_checkpoint("llama")[0], max_total_tokens=1024), "m")
+
+
+class Collected:
+    """One request's events; `done` is set at its last."""
+
+    def __init__(self) -> None:
+        self.events, self.done = [], threading.Event()
+
+    def __call__(self, event) -> None:
+        self.events.append(event)
+        if event.finish is not None:
+            self.done.set()
