@@ -6,7 +6,10 @@ token's time is the end of the step that sampled it, however the prefill was chu
 E2E = finish_time - arrival; TPOT = (E2E - TTFT) / (output_len - 1), NaN when
 output_len <= 1. ITL is the list of gaps between consecutive output tokens of a request,
 a token's time being the end (`start_time + duration`) of the step whose row for the
-request has `next_token_ids != -1`; gaps are pooled across requests.
+request has `next_token_ids != -1` (-1 is a discarded row in any step: an intermediate
+prefill chunk, or under the overlap schedule the row a request that finished or was
+retracted still held in the next step); gaps are pooled across requests, so a request of n
+tokens sampled in the trace's steps has n - 1 gaps.
 
 Summary (`.summary`): latency stats (`{ttft,tpot,itl,e2e}_{mean,p50,p90,p99}`, linear
 percentiles as `np.percentile`, NaN when there is no value) and throughputs cover
@@ -186,7 +189,7 @@ def inter_token_latencies(columns: dict[str, list], rids: set[str]) -> np.ndarra
         return np.zeros(0)
     code_of = {rid: i for i, rid in enumerate(sorted(rids))}
     codes, times = _token_rows(*(columns[name] for name in (
-        "forward_mode", "rids", "next_token_ids", "start_time", "duration")), code_of)
+        "rids", "next_token_ids", "start_time", "duration")), code_of)
     keep = codes >= 0
     codes, times = codes[keep], times[keep]
     order = np.argsort(codes, kind="stable")   # NOTE: radix sort when the codes are int16
@@ -195,27 +198,41 @@ def inter_token_latencies(columns: dict[str, list], rids: set[str]) -> np.ndarra
     return np.diff(times)[same]
 
 
-def _token_rows(modes: list[str], rids: list[tuple], ids: list, start: list[float],
-                dur: list[float], code_of: dict[str, int]):
+def _token_rows(rids: list[tuple], ids: list, start: list[float], dur: list[float],
+                code_of: dict[str, int]):
     """Flat [N] request codes of every sampled row (-1: not asked for, or a discarded
-    token; int16 when they fit) and their step end times, from per-step columns."""
+    token) and their step end times, from per-step columns (int16 codes when they fit)."""
     dtype = np.int16 if len(code_of) < 2**15 else np.int64
+    if not rids:
+        return np.zeros(0, dtype), np.zeros(0)
     # NOTE: decode steps of an unchanged batch share one rids tuple: codes once per tuple.
     codes_of = {key: np.fromiter(map(code_of.get, r, itertools.repeat(-1)), dtype, len(r))
                 for key, r in {id(r): r for r in rids}.items()}
     sizes = np.fromiter(map(len, ids), np.int64, len(ids))
     ends = np.array(start, dtype=float) + np.array(dur, dtype=float)
     codes = np.concatenate(list(map(codes_of.__getitem__, map(id, rids))))
-    # NOTE: only prefill rows are ever discarded (-1: an intermediate chunk), so only
-    # non-decode steps need a look.
-    prefill = np.array([i for i, mode in enumerate(modes) if mode != "DECODE"], dtype=np.int64)
-    if len(prefill):
-        counts = sizes[prefill]                                         # [P] rows per step
-        first = (sizes.cumsum() - sizes)[prefill]                      # [P] its first flat row
-        rows = np.arange(int(counts.sum())) + np.repeat(first - (counts.cumsum() - counts), counts)
-        prefill_ids = np.concatenate([ids[i] for i in prefill], dtype=np.int64, casting="unsafe")
-        codes[rows[prefill_ids == -1]] = -1
+    codes[_discarded_rows(ids, sizes)] = -1
     return codes, np.repeat(ends, sizes)
+
+
+def _discarded_rows(ids: list, sizes: np.ndarray) -> np.ndarray:
+    """Flat indices of the rows whose id is -1, in any step (an intermediate prefill chunk,
+    or under overlap a request that finished or was retracted before the step's result was
+    processed), from per-step ids (`sizes` [S] rows per step).
+
+    NOTE: a step read back holds a tuple, which numpy converts one element at a time, and a
+    step appended since an array: tuples are searched with `in` first and only those holding
+    a -1 are converted; arrays are compared all at once."""
+    look = [i for i, x in enumerate(ids) if type(x) is not tuple or -1 in x]
+    if len(look) == len(ids):
+        return np.flatnonzero(np.concatenate(ids, dtype=np.int64, casting="unsafe") == -1)
+    if not look:
+        return np.zeros(0, np.int64)
+    steps = np.array(look, dtype=np.int64)
+    counts = sizes[steps]                                            # [L] rows per step
+    first = (sizes.cumsum() - sizes)[steps]                          # [L] its first flat row
+    rows = np.arange(int(counts.sum())) + np.repeat(first - (counts.cumsum() - counts), counts)
+    return rows[np.concatenate([ids[i] for i in look], dtype=np.int64, casting="unsafe") == -1]
 
 
 def summarize(requests: Any, done: np.ndarray, itl: np.ndarray,
