@@ -9,7 +9,11 @@ a token's time being the end (`start_time + duration`) of the step whose row for
 request has `next_token_ids != -1` (-1 is a discarded row in any step: an intermediate
 prefill chunk, or under the overlap schedule the row a request that finished or was
 retracted still held in the next step); gaps are pooled across requests, so a request of n
-tokens sampled in the trace's steps has n - 1 gaps.
+tokens sampled in the trace's steps has n - 1 gaps. A request that arrived with outputs
+already produced (`RequestRecord.prebuilt_output_ids`: a disaggregated decode instance's
+requests) has its first token at its arrival (`Scheduler.add_request`): the gap from there
+to the first token sampled here counts too, so with one such output (the prefill's first
+token) it also has output_len - 1 gaps.
 
 Summary (`.summary`): latency stats (`{ttft,tpot,itl,e2e}_{mean,p50,p90,p99}`, linear
 percentiles as `np.percentile`, NaN when there is no value) and throughputs cover
@@ -96,7 +100,7 @@ class RunResult:
         requests = requests_frame(trace)
         done = completed_mask(trace)
         columns = dict(zip(STEP_FIELDS_READ, trace.step_columns(*STEP_FIELDS_READ), strict=True))
-        itl = inter_token_latencies(columns, set(requests["rid"][done]))
+        itl = trace_inter_token_latencies(trace, columns, set(requests["rid"][done]))
         summary = summarize(requests, done, itl, slo)
         summary["num_retractions"] = sum(r.num_retractions for r in trace.requests.values())
         summary["cache_hit_tokens"] = int(requests["cached_tokens"].sum())
@@ -178,18 +182,37 @@ def bound_shares(steps: Any) -> dict[str, float]:
     return {str(k): float(v) for k, v in shares.sort_values(ascending=False).items()}
 
 
-def inter_token_latencies(columns: dict[str, list], rids: set[str]) -> np.ndarray:
-    """Pooled gaps between consecutive sampled tokens of the requests in `rids` (seconds),
-    from the trace's step columns (STEP_FIELDS_READ).
+def trace_inter_token_latencies(trace: Trace, columns: dict[str, list],
+                                rids: set[str]) -> np.ndarray:
+    """`inter_token_latencies` of the requests in `rids` over `trace`'s steps (`columns`, its
+    STEP_FIELDS_READ), each request that arrived with outputs (`prebuilt_output_ids`)
+    starting from its arrival."""
+    arrived_with = {rid: r.first_token_time for rid, r in trace.requests.items()
+                    if r.prebuilt_output_ids and rid in rids}
+    return inter_token_latencies(columns, rids, arrived_with)
 
-    Every (request, token time) row of every step is laid out flat; a stable sort by
-    request keeps each request's tokens in time order, and the gaps are the differences
-    within a request. Its first token has no gap."""
-    if not columns["step"] or not rids:
+
+def inter_token_latencies(columns: dict[str, list], rids: set[str],
+                          arrived_with: dict[str, float] | None = None) -> np.ndarray:
+    """Pooled gaps between consecutive sampled tokens of the requests in `rids` (seconds),
+    from the trace's step columns (STEP_FIELDS_READ). `arrived_with`: rid -> the time of
+    the last output token a request arrived with (produced before these steps), its first
+    gap's start.
+
+    Every (request, token time) row of every step is laid out flat, after one row per
+    `arrived_with` entry; a stable sort by request keeps each request's tokens in time
+    order, and the gaps are the differences within a request. Its first token has no gap."""
+    arrived_with = arrived_with or {}
+    if not rids or not (columns["step"] or arrived_with):
         return np.zeros(0)
     code_of = {rid: i for i, rid in enumerate(sorted(rids))}
     codes, times = _token_rows(*(columns[name] for name in (
         "rids", "next_token_ids", "start_time", "duration")), code_of)
+    if arrived_with:
+        codes = np.concatenate((np.fromiter(map(code_of.__getitem__, arrived_with), codes.dtype,
+                                            len(arrived_with)), codes))
+        times = np.concatenate((np.fromiter(arrived_with.values(), float, len(arrived_with)),
+                                times))
     keep = codes >= 0
     codes, times = codes[keep], times[keep]
     order = np.argsort(codes, kind="stable")   # NOTE: radix sort when the codes are int16
