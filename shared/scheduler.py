@@ -45,7 +45,7 @@ from shared.schedule_policy import SchedulePolicy
 from shared.scheduler_load import SchedulerLoad, scheduler_load
 from shared.step_recorder import StepRecorder, StepTimes
 from shared.trace import RequestRecord, Trace
-from shared.validation import validate_request
+from shared.validation import validate_prebuilt_outputs, validate_request
 
 
 class Scheduler:
@@ -85,22 +85,38 @@ class Scheduler:
 
     def add_request(self, req: Req) -> None:
         """Validate and queue `req`. Raises InvalidRequestError (nothing queued) if the
-        request could never be served, or if its rid is already in use."""
+        request could never be served, or if its rid is already in use.
+
+        A request may arrive with outputs already produced elsewhere (`req.output_ids` not
+        empty: SGLang's PREBUILT path, a disaggregated decode server receiving the prefill's
+        first token): it is served as a retracted request is re-admitted, an extend over
+        prompt + outputs whose sample is output index len(output_ids), and its length and
+        stop checks count those outputs (max_new_tokens and min_new_tokens are the whole
+        request's). Its record keeps them (`prebuilt_output_ids`) and takes its arrival as
+        its first token's time."""
         if req.rid in self.reqs or req.rid in self.trace.requests:
             raise InvalidRequestError("rid", req.rid, "a request with this id was already submitted")
         self.check_request(req)
         self.reqs[req.rid] = req
         self.waiting_queue.append(req)
-        self.trace.requests[req.rid] = RequestRecord(
-            req.rid, req.arrival_time, tuple(req.origin_input_ids), req.sampling_params)
+        record = RequestRecord(req.rid, req.arrival_time, tuple(req.origin_input_ids),
+                               req.sampling_params)
+        if req.output_ids:
+            record.prebuilt_output_ids = tuple(req.output_ids)
+            record.first_token_time = req.arrival_time
+        self.trace.requests[req.rid] = record
 
     def check_request(self, req: Req) -> None:
         """Raise InvalidRequestError if `req` could never be served here (its prompt and
-        parameters against the vocabulary, the context and the KV pool); changes nothing."""
-        cfg = self.config
+        parameters against the vocabulary, the context and the KV pool, and the outputs it
+        arrived with, if any); changes nothing."""
+        cfg, info = self.config, self.model_info
         validate_request(req.origin_input_array, req.sampling_params,
-                         vocab_size=self.model_info.vocab_size, context_len=cfg.context_length,
+                         vocab_size=info.vocab_size, context_len=cfg.context_length,
                          max_total_tokens=cfg.max_total_tokens, page_size=cfg.page_size)
+        if req.output_ids:
+            validate_prebuilt_outputs(req.output_ids, req.sampling_params,
+                                      vocab_size=info.vocab_size, eos_token_ids=info.eos_token_ids)
 
     def abort(self, rid: str, message: str = "aborted by the client") -> bool:
         """End a waiting request now, or a running one at its next result. False if the

@@ -38,7 +38,12 @@ TRACE_VERSION = 2  # 2: EngineConfig.disable_overlap_schedule, StepRecord.overla
 
 @dataclass
 class RequestRecord:
-    """One request of a run, as the scheduler saw it (times in seconds, NaN if never)."""
+    """One request of a run, as the scheduler saw it (times in seconds, NaN if never).
+
+    `output_ids` are all its outputs, `prebuilt_output_ids` the first of them when it
+    arrived with outputs already produced elsewhere (`Scheduler.add_request`: SGLang's
+    PREBUILT path, a disaggregated decode instance receiving the prefill's first token);
+    its `first_token_time` is then its arrival."""
 
     rid: str
     arrival_time: float
@@ -51,6 +56,7 @@ class RequestRecord:
     cached_tokens: int = 0
     num_retractions: int = 0
     output_ids: tuple[int, ...] = ()
+    prebuilt_output_ids: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +66,7 @@ class RequestRecord:
             "first_token_time": _json_float(self.first_token_time),
             "finish_time": _json_float(self.finish_time), "cached_tokens": self.cached_tokens,
             "num_retractions": self.num_retractions, "output_ids": list(self.output_ids),
+            "prebuilt_output_ids": list(self.prebuilt_output_ids),
         }
 
     @classmethod
@@ -70,7 +77,7 @@ class RequestRecord:
             SamplingParams.from_dict(d["sampling_params"]), d["output_len"],
             FinishReason.from_dict(fr) if fr else None, _nan(d["first_token_time"]),
             _nan(d["finish_time"]), d["cached_tokens"], d["num_retractions"],
-            tuple(d.get("output_ids", ())))
+            tuple(d.get("output_ids", ())), tuple(d.get("prebuilt_output_ids", ())))
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Checked in this order: the prompt (not a flat sequence of ints, empty, token ids outside
 the vocabulary, too long for the context), then the length budget (prompt + max_new_tokens against the context and
 against the KV pool), then every sampling parameter. The first failure raises
-`InvalidRequestError` with the field at fault.
+`InvalidRequestError` with the field at fault. A request arriving with outputs already
+produced is also checked for those (`validate_prebuilt_outputs`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,31 @@ def validate_request(
     _check_prompt(ids, vocab_size, context_len)
     _check_length_budget(len(ids), sampling_params, context_len, max_total_tokens, page_size)
     sampling_params.validate(vocab_size, prompt_len=len(ids))
+
+
+def validate_prebuilt_outputs(output_ids: Sequence[int], sampling_params: SamplingParams, *,
+                              vocab_size: int, eos_token_ids: Sequence[int]) -> None:
+    """Raise `InvalidRequestError` unless the outputs a request arrives with (produced
+    elsewhere: `Scheduler.add_request`) leave it unfinished: ints in the vocabulary, fewer
+    than max_new_tokens, the last neither an EOS nor a stop token (unless ignore_eos). The
+    request itself is checked by `validate_request`."""
+    try:
+        ids = token_array(output_ids)
+    except InvalidRequestError as e:
+        raise InvalidRequestError("output_ids", e.value, e.reason) from None
+    if ids.size and (np.minimum.reduce(ids) < 0 or np.maximum.reduce(ids) >= vocab_size):
+        i = int(np.flatnonzero((ids < 0) | (ids >= vocab_size))[0])
+        raise InvalidRequestError("output_ids", int(ids[i]),
+                                  f"output token {i} is outside the vocabulary [0, {vocab_size})")
+    p = sampling_params
+    if ids.size >= p.max_new_tokens:
+        raise InvalidRequestError("output_ids", list(output_ids),
+                                  f"{ids.size} outputs already produced leave none of "
+                                  f"max_new_tokens={p.max_new_tokens} to generate")
+    last = int(ids[-1]) if ids.size else None
+    if not p.ignore_eos and (last in eos_token_ids or last in (p.stop_token_ids or ())):
+        raise InvalidRequestError("output_ids", list(output_ids),
+                                  f"its last output {last} is an EOS or stop token: it has finished")
 
 
 def token_array(input_ids: Sequence[int] | np.ndarray) -> np.ndarray:

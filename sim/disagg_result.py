@@ -5,11 +5,13 @@
   `decode_instance` (-1: it ended at its first token) and `transfer` (seconds its KV spent
   crossing, queueing for the link included); `first_token_time` is when the transfer ended
   (the prefill's first token for a request that ended there), `output_len` counts that
-  token, `cached_tokens` are the prefill instance's prefix-cache hits.
+  token, `cached_tokens` are the prefill instance's prefix-cache hits. A decode instance
+  holds the first token as an output the request arrived with at the transfer's end
+  (`sim.disaggregation.Handover`), so its record has the client's view already.
 - `steps`: every instance's steps (STEP_COLUMNS, `replica` replaced by `role`: "prefill"
   or "decode", and `instance`).
 - `summary`: the `vllm bench serve` metrics over all requests (ITL: the decode instances'
-  token gaps, plus each request's gap from the transfer's end to its second token), with
+  token gaps, each request's first from the transfer's end to its second token), with
   `transfer_mean` and `transfer_p90`, retractions on any instance and the prefill side's
   cache-hit tokens.
 """
@@ -27,10 +29,10 @@ from shared.run_result import (
     SLO,
     STEP_FIELDS_READ,
     RunResult,
-    inter_token_latencies,
     latency_stats,
     steps_frame,
     summarize,
+    trace_inter_token_latencies,
 )
 
 if TYPE_CHECKING:
@@ -58,11 +60,9 @@ class DisaggResult:
     @classmethod
     def from_run(cls, run: DisaggRun, slo: SLO | None = None) -> DisaggResult:
         requests, done = _requests(run)
-        decoded = set(run.decode_of)
-        itl = [_gaps(t, set(requests["rid"][done]) & decoded) for t in run.decode_traces]
-        second = requests[done & (requests["decode_instance"] >= 0).to_numpy()]
-        itl.append((second["second_token_time"] - second["first_token_time"]).to_numpy(float))
-        summary = summarize(requests, done, np.concatenate(itl), slo)
+        decoded = set(requests["rid"][done]) & set(run.decode_of)
+        itl = [_gaps(t, decoded) for t in run.decode_traces]
+        summary = summarize(requests, done, np.concatenate([np.zeros(0), *itl]), slo)
         transfers = np.array([end - start for start, end in run.transfers.values()], dtype=float)
         stats = latency_stats("transfer", transfers)
         summary.update(transfer_mean=stats["transfer_mean"], transfer_p90=stats["transfer_p90"],
@@ -70,8 +70,7 @@ class DisaggResult:
                                            for t in (*run.prefill_traces, *run.decode_traces)
                                            for r in t.requests.values()),
                        cache_hit_tokens=int(requests["cached_tokens"].sum()))
-        return cls(run, requests.drop(columns="second_token_time"), _steps(run), summary, slo,
-                   done)
+        return cls(run, requests, _steps(run), summary, slo, done)
 
 
 def _requests(run: DisaggRun) -> tuple[Any, np.ndarray]:
@@ -93,7 +92,7 @@ def _requests(run: DisaggRun) -> tuple[Any, np.ndarray]:
     n = frame["output_len"].to_numpy()
     frame["tpot"] = np.where(n > 1, (frame["e2e"] - frame["ttft"]) / np.maximum(n - 1, 1), np.nan)
     columns = [*(c for c in REQUEST_COLUMNS if c != "replica"), "prefill_instance",
-               "decode_instance", "transfer", "second_token_time"]
+               "decode_instance", "transfer"]
     return frame[columns], np.array(done, dtype=bool)
 
 
@@ -102,15 +101,16 @@ def _client_row(p: RequestRecord, d: RequestRecord | None, transfer, pi: int, di
            "cached_tokens": p.cached_tokens, "prefill_instance": pi, "decode_instance": di}
     if d is None:
         return {**row, "first_token_time": p.first_token_time, "finish_time": p.finish_time,
-                "output_len": p.output_len, "transfer": np.nan, "second_token_time": np.nan}
-    return {**row, "first_token_time": transfer[1], "finish_time": d.finish_time,
-            "output_len": 1 + d.output_len, "transfer": transfer[1] - transfer[0],
-            "second_token_time": d.first_token_time}
+                "output_len": p.output_len, "transfer": np.nan}
+    # NOTE: d arrived at the transfer's end holding the first token (its first_token_time)
+    return {**row, "first_token_time": d.first_token_time, "finish_time": d.finish_time,
+            "output_len": d.output_len, "transfer": transfer[1] - transfer[0]}
 
 
 def _gaps(trace: Trace, rids: set[str]) -> np.ndarray:
+    """The decode instance's ITL gaps of `rids`, each from the transfer's end."""
     columns = dict(zip(STEP_FIELDS_READ, trace.step_columns(*STEP_FIELDS_READ), strict=True))
-    return inter_token_latencies(columns, rids)
+    return trace_inter_token_latencies(trace, columns, rids)
 
 
 def _steps(run: DisaggRun) -> Any:

@@ -9,14 +9,20 @@ x prefill instances and y decode instances, each its own scheduler and runner
 2. once that instance has processed the result, the request's KV crosses the instance's
    link (`sim.kv_link`, one transfer after another), then the decode router sends it to a
    decode instance, where it is queued like any request and admitted when its KV fits;
-3. the decode instance holds the prompt plus the first token and decodes the rest (its
-   extend is priced as the decode of those rows: `sim.transferred_kv_cost`).
+3. the decode instance receives the request with the first token as an output already
+   produced (`Handover`, SGLang's decode side appending it to `output_ids`): the whole
+   request, its own max_new_tokens and stop conditions counting that token, its KV the
+   prompt plus the first token; it decodes the rest from output index 1 on (its extend is
+   priced as the decode of those rows: `sim.transferred_kv_cost`). So the client sees the
+   tokens a co-located engine gives it under the same token source.
 
 The client sees the first token when the transfer ends (TTFT includes it, as the engines
 report it), then the decode instance's tokens. A request that ends at its first token (one
-new token, or a stop token) never leaves the prefill instance. NOTE: the prefill instance
-frees the request's KV when it finishes, not when the transfer does, and the decode
-instance takes KV only on admission (SGLang reserves it before the prefill starts).
+new token, or a stop token or EOS it honours) never leaves the prefill instance, whose
+record ends it by its one-token cap (length); SGLang transfers it and its decode side ends
+it. NOTE: the prefill instance frees the request's KV when it finishes, not when the
+transfer does, and the decode instance takes KV only on admission (SGLang reserves it
+before the prefill starts).
 """
 
 from __future__ import annotations
@@ -29,12 +35,15 @@ from typing import TYPE_CHECKING, NamedTuple
 import simpy
 from tqdm import tqdm
 
+from shared.batch_result import check_finished
+from shared.req import Req
 from shared.workload import WorkloadRequest
 from sim.driver import PROGRESS_DELAY_S, check_workload, cyclic_gc_paused
 from sim.fleet_driver import FleetArrivals, Inbox, Replica, make_loop
 
 if TYPE_CHECKING:
-    from shared.req import Req
+    from shared.engine_config import ModelInfo
+    from shared.sampling_params import SamplingParams
     from shared.scheduler import Scheduler
     from shared.scheduler_load import SchedulerLoad
     from shared.trace import Trace
@@ -76,7 +85,8 @@ def drive_disaggregated(prefill: Sequence[Replica], decode: Sequence[Replica],
         dec = Handoffs(env, decode_router, [r.scheduler for r in decode], len(workload))
         pre.loops = [make_loop(env, r, pre.inboxes[i], None, False) for i, r in enumerate(prefill)]
         dec.loops = [make_loop(env, r, dec.inboxes[i], bar, False) for i, r in enumerate(decode)]
-        kv = KVHandoff(env, {r.rid: r for r in workload.requests}, links, dec, bar)
+        kv = KVHandoff(env, {r.rid: r for r in workload.requests}, links, dec, bar,
+                       prefill[0].scheduler.model_info)
         for i, loop in enumerate(pre.loops):
             loop.on_finished = kv.on_prefilled(i)
         env.process(pre.arrivals())
@@ -94,13 +104,34 @@ def prefill_request(r: WorkloadRequest) -> WorkloadRequest:
     return WorkloadRequest(r.rid, r.arrival_time, r.input_ids, params)
 
 
-def decode_request(r: WorkloadRequest, first_token: int, now: float) -> WorkloadRequest:
-    """The request as a decode instance receives it at `now`: the prompt and its first token
-    in the KV, the rest of its new tokens to go."""
-    p = r.sampling_params
-    params = dataclasses.replace(p, max_new_tokens=p.max_new_tokens - 1,
-                                 min_new_tokens=max(p.min_new_tokens - 1, 0))
-    return WorkloadRequest(r.rid, now, (*r.input_ids, first_token), params)
+class Handover(NamedTuple):
+    """A request as a decode instance receives it when its KV transfer ends
+    (`arrival_time`): the prompt's KV and the first token the prefill instance sampled,
+    which the request holds as an output already produced (`Scheduler.add_request`)."""
+
+    request: WorkloadRequest
+    first_token: int
+    arrival_time: float
+
+    @property
+    def rid(self) -> str:
+        return self.request.rid
+
+    @property
+    def input_ids(self) -> tuple[int, ...]:
+        """The prompt (what the decode router and the pool's load read)."""
+        return self.request.input_ids
+
+    @property
+    def sampling_params(self) -> SamplingParams:
+        return self.request.sampling_params
+
+    def to_req(self) -> Req:
+        """The whole request (its max_new_tokens, min_new_tokens, stop ids) with the first
+        token as output 0: its next sample is output 1, and finishing counts the first."""
+        r = self.request
+        return Req(r.rid, r.input_ids, r.sampling_params, arrival_time=self.arrival_time,
+                   output_ids=[self.first_token])
 
 
 class KVHandoff:
@@ -108,8 +139,10 @@ class KVHandoff:
     decode pool, or counts it done when it ended at its first token."""
 
     def __init__(self, env: simpy.Environment, requests: dict[str, WorkloadRequest],
-                 links: Sequence[KVLink], decode: Handoffs, bar: tqdm) -> None:
+                 links: Sequence[KVLink], decode: Handoffs, bar: tqdm,
+                 model: ModelInfo) -> None:
         self.env, self.requests, self.links, self.decode, self.bar = env, requests, links, decode, bar
+        self.eos, self.vocab_size = frozenset(model.eos_token_ids), model.vocab_size
         self.busy = [simpy.Resource(env, capacity=1) for _ in links]
         self.transfers: dict[str, tuple[float, float]] = {}
 
@@ -117,13 +150,21 @@ class KVHandoff:
         def hook(done: list[Req]) -> None:
             for req in done:
                 original = self.requests[req.rid]
-                stopped = req.finished_reason is None or req.finished_reason.type != "length"
-                if original.sampling_params.max_new_tokens <= 1 or stopped:
+                capped = req.finished_reason is not None and req.finished_reason.type == "length"
+                if capped and not self.ends_at_first_token(original, req.output_ids[0]):
+                    self.env.process(self._transfer(instance, original, req.output_ids[0]))
+                else:
                     self.bar.update(1)
                     self.decode.close_one()
-                else:
-                    self.env.process(self._transfer(instance, original, req.output_ids[0]))
         return hook
+
+    def ends_at_first_token(self, request: WorkloadRequest, token: int) -> bool:
+        """Whether the whole request ends with its first token `token` (it wants one, or the
+        token is an EOS or stop id it honours, or outside the vocabulary), as the scheduler
+        decides it (`check_finished`). NOTE: the prefill instance cannot tell: its one-token
+        cap is checked first, so it ends every request by length."""
+        handover = Handover(request, token, self.env.now).to_req()
+        return check_finished(handover, token, self.eos, self.vocab_size) is not None
 
     def _transfer(self, instance: int, request: WorkloadRequest, first_token: int):
         with self.busy[instance].request() as turn:
@@ -133,7 +174,7 @@ class KVHandoff:
             if seconds > 0:
                 yield self.env.timeout(seconds)
         self.transfers[request.rid] = (start, self.env.now)
-        self.decode.add(decode_request(request, first_token, self.env.now))
+        self.decode.add(Handover(request, first_token, self.env.now))
 
 
 class Handoffs:
@@ -165,7 +206,7 @@ class Handoffs:
         """Unknown until a transfer ends: now while requests are still to come."""
         return math.inf if self.left == 0 else self.env.now
 
-    def add(self, request: WorkloadRequest) -> None:
+    def add(self, request: Handover) -> None:
         i = self.router.route(request, self)
         if not (isinstance(i, int) and 0 <= i < self.num_replicas):
             raise RuntimeError(f"decode router {self.router.name!r} sent request "

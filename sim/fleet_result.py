@@ -27,10 +27,10 @@ from shared.run_result import (
     STEP_FIELDS_READ,
     RunResult,
     completed_mask,
-    inter_token_latencies,
     requests_frame,
     steps_frame,
     summarize,
+    trace_inter_token_latencies,
 )
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class _Frames:
 def _replica_frames(trace: Trace, bounds: Sequence[str] | None) -> _Frames:
     requests, done = requests_frame(trace), completed_mask(trace)
     columns = dict(zip(STEP_FIELDS_READ, trace.step_columns(*STEP_FIELDS_READ), strict=True))
-    itl = inter_token_latencies(columns, set(requests["rid"][done]))
+    itl = trace_inter_token_latencies(trace, columns, set(requests["rid"][done]))
     return _Frames(requests, done, itl, steps_frame(columns, bounds))
 
 

@@ -175,7 +175,8 @@ class _Arrivals:
         while self.next < len(reqs) and reqs[self.next].arrival_time <= now:
             r = reqs[self.next]
             self.scheduler.add_request(Req(r.rid, list(r.input_ids), r.sampling_params,
-                                           arrival_time=r.arrival_time))
+                                           arrival_time=r.arrival_time,
+                                           output_ids=list(r.prebuilt_output_ids)))
             self.next += 1
 
 

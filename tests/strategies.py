@@ -83,6 +83,58 @@ def token_timelines(draw, max_requests: int = 4, max_tokens: int = 5):
     return timelines
 
 
+# --- token streams of simulated runs (tests/test_sim_itl.py, test_sim_disaggregation.py) -------
+
+@st.composite
+def stream_workloads(draw, vocab_size: int, max_requests: int = 4, max_new_tokens: int = 8):
+    """A few short requests arriving close together (one after another or at once) whose
+    streams may end early: stop ids and EOS honoured (or ignored), min_new_tokens, one-token
+    requests."""
+    from shared import SamplingParams, Workload
+    from shared.workload import WorkloadRequest
+
+    reqs, arrival = [], 0.0
+    for i in range(draw(st.sampled_from(range(1, max_requests + 1)))):
+        prompt = draw(st.lists(st.integers(0, vocab_size - 1), min_size=1, max_size=12))
+        max_new = draw(st.sampled_from(range(max_new_tokens, 0, -1)))   # long ones first
+        stop = draw(st.one_of(st.none(), st.lists(st.integers(0, vocab_size - 1), min_size=1,
+                                                  max_size=2)))
+        params = SamplingParams(max_new_tokens=max_new,
+                                ignore_eos=draw(st.sampled_from((False, False, True))),
+                                stop_token_ids=stop,
+                                min_new_tokens=min(draw(st.integers(0, 2)), max_new))
+        arrival += draw(st.sampled_from((2e-3, 1e-3, 0.0, 2e-2)))
+        reqs.append(WorkloadRequest(f"r{i}", arrival, tuple(prompt), params))
+    return Workload(tuple(reqs))
+
+
+@st.composite
+def small_engine_args(draw, workload) -> dict:
+    """EngineConfig fields for a tiny run of `workload` (the schedule left to the test):
+    prefill chunks, mixed chunks, and a KV pool from just enough for its largest request
+    alone (so retractions happen) to ample."""
+    need = max(len(r.input_ids) + r.sampling_params.max_new_tokens for r in workload) + 2
+    return {"max_total_tokens": need + draw(st.sampled_from((8, 4, 16, 0, 2048))),
+            "chunked_prefill_size": draw(st.sampled_from((None, 4, 8))),
+            "enable_mixed_chunk": draw(st.booleans()),
+            "schedule_conservativeness": draw(st.sampled_from((0.05, 1.0)))}
+
+
+@st.composite
+def disagg_layouts(draw, max_prefill: int = 2, max_decode: int = 3) -> dict:
+    """`simulate_disaggregated` keywords: xPyD, the KV link (free to slow) and both routers."""
+    import math
+
+    from sim.routers import ROUTERS
+
+    routers = st.sampled_from(sorted(ROUTERS))
+    return {"prefill": draw(st.integers(1, max_prefill)),
+            "decode": draw(st.integers(1, max_decode)),
+            "kv_link_latency": draw(st.sampled_from((0.0, 1e-5, 2e-3))),
+            "kv_link_bandwidth": draw(st.sampled_from((math.inf, 1e9, 1e6))),
+            "prefill_router": draw(routers), "decode_router": draw(routers)}
+
+
 # --- fuzzing bad input (tests/test_fuzz_requests.py) ------------------------------------------
 
 json_scalars = st.one_of(

@@ -92,6 +92,22 @@ def test_itl_pools_gaps_between_sampled_tokens_skipping_discarded_rows():
     assert s["itl_p99"] == pytest.approx(0.745)
 
 
+def test_a_discarded_row_in_a_decode_step_is_not_a_token():
+    """Under overlap a request finishing in decode step N still holds a discarded (-1) row
+    in step N + 1: A's 3 tokens (1.0, 1.5, 2.0) give 2 gaps, B's 4 tokens 3 (the last 1.0),
+    no gap from A's 2.0 to its -1 row at 3.0."""
+    trace = _trace()
+    _request(trace, "A", 0.0, 4, 3, first=1.0, finish=2.0)
+    _request(trace, "B", 0.0, 4, 4, first=1.0, finish=3.0)
+    _step(trace, "EXTEND", ["A", "B"], [7, 8], 0.0, 1.0, extend_lens=[4, 4])
+    _step(trace, "DECODE", ["A", "B"], [9, 10], 1.0, 0.5)
+    _step(trace, "DECODE", ["A", "B"], [11, 12], 1.5, 0.5)
+    _step(trace, "DECODE", ["A", "B"], [-1, 13], 2.0, 1.0)
+    s = RunResult.from_trace(trace).summary
+    assert s["itl_mean"] == pytest.approx((4 * 0.5 + 1.0) / 5)
+    assert (s["itl_p50"], s["itl_p90"]) == (0.5, pytest.approx(0.8))
+
+
 def test_retractions_and_cache_hits_are_summed():
     """num_retractions and cache_hit_tokens sum the request records."""
     s = RunResult.from_trace(_two_requests()).summary

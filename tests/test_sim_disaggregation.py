@@ -1,4 +1,5 @@
-"""Prefill/decode disaggregation: TTFT is the prefill's plus the KV transfer, by hand."""
+"""Prefill/decode disaggregation: TTFT is the prefill's plus the KV transfer, by hand; the
+client's token streams are the co-located engine's."""
 
 from __future__ import annotations
 
@@ -6,10 +7,16 @@ import itertools
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shared import SamplingParams, Workload
 from shared.workload import WorkloadRequest
+from sim.embedded_configs import config_dict
+from sim.simulate import simulate
 from sim.simulate_disaggregated import parse_layout, simulate_disaggregated
+from sim.token_source import SyntheticTokenSource
+from tests.strategies import disagg_layouts, small_engine_args, stream_workloads
 
 FREE = {"kv_link_latency": 0.0, "kv_link_bandwidth": math.inf}
 
@@ -92,3 +99,74 @@ def test_each_side_runs_its_own_tp_and_ep():
     # 32 layers x 2 x (8 KV heads / 2 ranks) x 128 x 2 bytes per token per prefill rank
     expected = 9.6e-6 + 256 * 32 * 2 * 4 * 128 * 2 / 50e9
     assert all(e - s == pytest.approx(expected) for s, e in r.run.transfers.values())
+
+
+# --- the client's token streams: those of the co-located engine ------------------------------
+
+# NOTE: a vocabulary of 8 and a token source over all of it (EOS, id 0, included): streams
+# end early at EOS and at stop ids often.
+TINY = {**config_dict("smollm2-135m"), "vocab_size": 8}
+
+
+def _client_records(result) -> dict:
+    """rid -> the record of the instance that ended the request (decode, else prefill)."""
+    traces = (*result.run.prefill_traces, *result.run.decode_traces)
+    return {rid: rec for t in traces for rid, rec in t.requests.items()}
+
+
+def test_the_decode_instance_continues_from_the_prefills_first_token():
+    """The decode instance holds the first token as output 0 and samples output 1 next: the
+    client sees the co-located stream (not the first token twice), a stop token ends it at
+    the same place, and max_new_tokens counts the first token."""
+    source = SyntheticTokenSource(0, 8, ())
+    params = (SamplingParams(max_new_tokens=6, ignore_eos=True),
+              SamplingParams(max_new_tokens=6, stop_token_ids=[3, 5]))
+    w = Workload(tuple(WorkloadRequest(f"r{i}", 0.0, (1, 2, 3, 4), params[i % 2])
+                       for i in range(6)))
+    co = simulate(w, model=TINY, token_source=source, max_total_tokens=2048)
+    r = simulate_disaggregated(w, model=TINY, token_source=source, max_total_tokens=2048, **FREE)
+    client = _client_records(r)
+    assert {rid: client[rid].output_ids for rid in co.trace.requests} == {
+        rid: rec.output_ids for rid, rec in co.trace.requests.items()}
+    assert any(rec.finish_reason.type == "stop" and rec.output_len > 1
+               for rec in co.trace.requests.values())   # the example has a stop mid-stream
+    assert r.requests.set_index("rid")["output_len"].to_dict() == \
+        co.requests.set_index("rid")["output_len"].to_dict()
+
+
+def test_a_request_retracted_on_a_decode_instance_resumes_from_its_outputs():
+    """A tight decode KV pool retracts a received request: it is re-admitted over its prompt
+    and every output so far, the first token included, and streams on as co-located."""
+    source = SyntheticTokenSource(0, 8, ())
+    w = Workload(tuple(WorkloadRequest(f"r{i}", 0.0, (1, 2, 3, 4),
+                                       SamplingParams(max_new_tokens=8)) for i in range(4)))
+    engine = {"max_total_tokens": 22, "schedule_conservativeness": 0.05}
+    co = simulate(w, model=TINY, token_source=source, **engine)
+    r = simulate_disaggregated(w, model=TINY, token_source=source, **engine, **FREE)
+    decode = r.run.decode_traces[0].requests.values()
+    assert sum(rec.num_retractions for rec in decode) > 0
+    client = _client_records(r)
+    assert all(client[rid].output_ids == rec.output_ids for rid, rec in co.trace.requests.items())
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+@settings(max_examples=max(200, settings.default.max_examples))
+@given(data=st.data())
+def test_a_disaggregated_run_streams_what_the_co_located_engine_streams(overlap, data):
+    """Any xPyD, KV link and routers: each request's tokens (ids and count) are the
+    co-located engine's under the same token source, stop ids and EOS included, and so is
+    the finish reason of each request a decode instance ended (the prefill instance ends
+    the others by its one-token cap); the result's output_len counts each token once."""
+    w = data.draw(stream_workloads(vocab_size=8))
+    engine = {**data.draw(small_engine_args(w)), "disable_overlap_schedule": not overlap}
+    layout = data.draw(disagg_layouts())
+    source = SyntheticTokenSource(data.draw(st.integers(0, 3)), 8, ())
+    co = simulate(w, model=TINY, token_source=source, bounds=False, **engine)
+    r = simulate_disaggregated(w, model=TINY, token_source=source, **layout, **engine)
+    client = _client_records(r)
+    for rid, rec in co.trace.requests.items():
+        assert client[rid].output_ids == rec.output_ids, rid
+        if rid in r.run.decode_of:
+            assert client[rid].finish_reason == rec.finish_reason, rid
+    assert r.requests.set_index("rid")["output_len"].to_dict() == \
+        co.requests.set_index("rid")["output_len"].to_dict()
