@@ -19,7 +19,6 @@ DeepEP).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -37,9 +36,9 @@ from sim.layer_gemms import Gemm, forward_gemms
 from sim.model_shape import ModelShape
 from sim.parallelism import kv_bytes_per_token_per_rank
 from sim.precision import WEIGHT_DTYPE_BYTES, WEIGHT_ONLY_DTYPES
+from sim.prefill_attention import query_tile_pairs, tiled_makespan
 from sim.two_batch_overlap import DEEPEP_NORMAL_SMS, exposed_alltoall
 
-QUERY_TILE = 128   # FlashAttention's query rows per thread block
 NVFP4_VALUE_BYTES = WEIGHT_DTYPE_BYTES["nvfp4"]   # a 4-bit value and its share of the scales
 MOE_EXTRA_KERNELS = 4   # per sparse layer: top-k routing, permute, activation, combine
 
@@ -84,6 +83,11 @@ class ForwardKernels:
         mlp_tp = 1 if self._dense_dp is not None else tp
         self._elementwise_bytes = elementwise_row_bytes(model, self._atp, mlp_tp, self._act)
         self._attn_rate = hardware.flops_bf16 * chip.attention_fraction
+        self._heads = model.num_heads // self._atp   # an extend's CTAs per query tile
+        # NOTE: one SM runs 1 / num_sms of the attention rate: its seconds per (query, key)
+        # pair of one head, every layer.
+        self._sm_pair_seconds = (model.naive_attention_flops_per_pair / model.num_heads
+                                 * chip.num_sms / self._attn_rate)
         self._decode_rate = self._decode_attention_rate(hardware, fp8_attention)
         self._fp4_gathered = model.num_sparse_layers if fp4_moe_gather \
             and model.weight_dtype == "nvfp4" and ep_options.a2a_backend != "deepep" else 0
@@ -301,21 +305,20 @@ class ForwardKernels:
         are under 0.1% of the KV bytes at page size 1 and are not priced."""
         return self.rank_rows(rows) * self._unit_seconds
 
-    def extend_attention(self, extend_lens: Sequence[int], pairs: int, kv_tokens: int,
-                         share: float | None = None) -> float:
-        """FlashAttention over query tiles of QUERY_TILE rows per head, in waves of the SMs
-        (the busiest attention rank's `share` of the tiles, pairs and KV; None: 1 / dp)."""
-        return sum(self.extend_attention_split(extend_lens, pairs, kv_tokens, share))
+    def extend_attention(self, prefix_lens: Sequence[int], extend_lens: Sequence[int],
+                         kv_tokens: int, share: float | None = None) -> float:
+        """FlashAttention over query tiles of QUERY_TILE rows per head, each tile's causal
+        pairs, on the SMs (`sim.prefill_attention`; the busiest attention rank's `share` of
+        the tiles and KV; None: 1 / dp)."""
+        return sum(self.extend_attention_split(prefix_lens, extend_lens, kv_tokens, share))
 
-    def extend_attention_split(self, extend_lens: Sequence[int], pairs: int, kv_tokens: int,
-                               share: float | None = None) -> BoundSplit:
+    def extend_attention_split(self, prefix_lens: Sequence[int], extend_lens: Sequence[int],
+                               kv_tokens: int, share: float | None = None) -> BoundSplit:
         """extend_attention's seconds on its bound (compute or memory)."""
         m, share = self.model, 1 / self.dp if share is None else share
-        heads = m.num_heads // self._atp
-        units = heads * sum(-(-e // QUERY_TILE) for e in extend_lens) * share
-        filled = units / (math.ceil(units / self.chip.num_sms) * self.chip.num_sms)
-        compute = pairs * share * m.naive_attention_flops_per_pair / self._atp / (
-            self._attn_rate * filled)
+        span = tiled_makespan(query_tile_pairs(prefix_lens, extend_lens),
+                              self._heads * share, self.chip.num_sms)
+        compute = span * self._sm_pair_seconds
         read = kv_tokens * share * self._kv_bytes / self._mem
         return split_max(compute, read,
                          max(compute, read) + m.num_layers * self.params.kernel_latency)

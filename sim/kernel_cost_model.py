@@ -8,8 +8,9 @@
   the cache once.
 - attention: decode reads each request's KV (bytes / memory rate) or computes its pairs,
   plus a fixed time per (request, KV head) unit of its thread blocks, spread over the SMs;
-  extends run FlashAttention at the chip's attention fraction of peak, over query tiles of
-  128 per head in waves of the SMs.
+  extends run FlashAttention at the chip's attention fraction of peak, one thread block per
+  (query tile of 128 rows, head) doing its rows' causal pairs, on the SMs: the longest tile,
+  and the waves of the SMs, bound it below (`sim.prefill_attention`).
 - lm_head: the pruned rows' GEMM against the vocabulary shard, then the logits all-gather.
 - allreduce: two per layer (one in a sparse layer under ep > 1), NCCL's alpha-beta model.
 - experts / alltoall: a sparse layer's routed experts as one grouped GEMM over the distinct
@@ -81,7 +82,7 @@ class KernelCostModel(CostModel):
         fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode, rank)
         linear = fixed.linear + (0.0 if decode else sum(k.kv_up(shape.kv_tokens, share)))
         attention = (k.decode_attention(shape.kv_tokens, shape.rows) if decode
-                     else k.extend_attention(shape.extend_lens, shape.attention_pairs,
+                     else k.extend_attention(shape.prefix_lens, shape.extend_lens,
                                              shape.kv_tokens, share))
         cost = StepCost(linear=linear, attention=attention, lm_head=fixed.lm_head,
                         allreduce=fixed.allreduce, experts=fixed.experts,
@@ -104,7 +105,7 @@ class KernelCostModel(CostModel):
                                 k.decode_attention_split(shape.kv_tokens, shape.rows))
         else:
             device = sum_splits(fixed, alltoall, k.kv_up(shape.kv_tokens, share),
-                                k.extend_attention_split(shape.extend_lens, shape.attention_pairs,
+                                k.extend_attention_split(shape.prefix_lens, shape.extend_lens,
                                                          shape.kv_tokens, share))
         return device._replace(cpu=cost.overhead)
 

@@ -37,7 +37,7 @@ class ModelError:
 
 
 _MEASURED = "2026-12-05 at commit af4a0d0, AMD EPYC (AVX2) 2-core host"
-_KERNEL_MEASURED = "2026-12-05 at commit 8d605bd, AMD EPYC (AVX2) 2-core host"
+_KERNEL_MEASURED = "2026-12-05 at commit 5bfb0f4, Intel Xeon 2-core host"
 MODEL_ERRORS = MappingProxyType({
     "kernel": ModelError("kernel", 10.9, 1.1, 55, 58, provenance=_KERNEL_MEASURED),
     "roofline": ModelError("roofline", 17.0, -4.7, 42, 58,

@@ -215,3 +215,66 @@ def engine_call_plans(max_threads: int = 4, max_calls: int = 4) -> st.SearchStra
     """2..max_threads threads, each with the 1..max_calls `engine_call`s it makes in order."""
     return st.lists(st.lists(engine_call(), min_size=1, max_size=max_calls),
                     min_size=2, max_size=max_threads)
+
+
+# --- cost models: batches that gain work (tests/test_sim_cost_model_monotone.py) -----------
+
+TILE_EDGE_LENGTHS = st.builds(lambda tiles, off: 128 * tiles + off,
+                              st.integers(1, 16), st.integers(-1, 1))
+# NOTE: extend lengths at FlashAttention's 128-row query-tile edges as often as anywhere else.
+extend_lengths = st.one_of(st.integers(1, 2048), TILE_EDGE_LENGTHS)
+prefix_lengths = st.one_of(st.just(0), st.integers(0, 4096), TILE_EDGE_LENGTHS)
+GROWTHS = {"DECODE": ("kv_token", "request"),
+           "EXTEND": ("extend_token", "kv_token", "request"),
+           "MIXED": ("extend_token", "kv_token", "request")}
+
+
+@st.composite
+def batch_growths(draw):
+    """(what grew, a BatchShape, the same batch with more work): a decode batch (graph padded
+    or not, sizes around the CUDA-graph limit 160 too) gains a KV token in one request or one
+    more request; an extend or mixed batch (mixed: with 1-token decode rows) gains a new token
+    in one request, a cached-prefix token in one request, or one more request. Every request
+    gives one LM-head row."""
+    from sim.batch_shape import BatchShape
+
+    mode = draw(st.sampled_from(sorted(GROWTHS)))
+    growth = draw(st.sampled_from(GROWTHS[mode]))
+    if mode == "DECODE":
+        size = draw(st.one_of(st.integers(1, 8), st.integers(156, 164)))
+        reqs = [(s - 1, 1) for s in draw(st.lists(st.integers(1, 8192), min_size=size,
+                                                  max_size=size))]
+        new = (draw(st.integers(1, 8192)) - 1, 1)
+    else:
+        reqs = draw(st.lists(st.tuples(prefix_lengths, extend_lengths), min_size=1, max_size=4))
+        if mode == "MIXED":
+            reqs += [(p, 1) for p in draw(st.lists(st.integers(1, 8192), max_size=4))]
+        new = draw(st.tuples(prefix_lengths, extend_lengths | st.just(1)))
+    padded = len(reqs) + (draw(st.integers(0, 8)) if mode == "DECODE" else 0)
+    grown, at = list(reqs), draw(st.integers(0, len(reqs) - 1))
+    prefix, extend = grown[at]
+    if growth == "request":
+        grown.append(new)
+    else:
+        grown[at] = (prefix + (growth == "kv_token"), extend + (growth == "extend_token"))
+
+    def shape(rs):
+        return BatchShape.build(mode, [p + e for p, e in rs], [p for p, _ in rs],
+                                padded_batch_size=max(padded, len(rs)))
+    return growth, shape(reqs), shape(grown)
+
+
+def cost_model_keys() -> list[tuple[str, str, int]]:
+    """Every (embedded model, catalogue chip, tp in 1, 2, 4, 8) whose tp the model can shard
+    (`sim.parallelism.check_tp`)."""
+    from sim.embedded_configs import EMBEDDED_CONFIGS
+    from sim.hardware import hardware_catalogue
+    from sim.model_shapes import get_model_shape
+
+    keys = []
+    for model in EMBEDDED_CONFIGS:
+        shape = get_model_shape(model)
+        tps = [tp for tp in (1, 2, 4, 8) if shape.num_heads % tp == 0
+               and (shape.num_kv_heads % tp == 0 or tp % shape.num_kv_heads == 0)]
+        keys += [(model, chip, tp) for chip in hardware_catalogue() for tp in tps]
+    return keys

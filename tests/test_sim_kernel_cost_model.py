@@ -132,6 +132,30 @@ def test_a_long_prefill_approaches_the_chips_matmul_rate():
     assert ideal <= cost.linear - streamed - m._kernels.kv_write(4096) <= 1.1 * ideal
 
 
+@pytest.mark.parametrize("tp, before, after", [
+    (4, [(0, 128)], [(0, 129)]),
+    (8, [(0, 256)], [(0, 256)] + [(0, 1)] * 16),
+])
+def test_prefill_attention_with_more_tokens_or_requests_never_costs_less(tp, before, after):
+    """Llama-3-8B on H100: a 129th token (a second query tile of one row) or sixteen 1-token
+    requests beside a 256-token prefill add work; the longest tile is no shorter."""
+    m = KernelCostModel(get_model_shape("llama-3-8b"), get_hardware("h100"), tp)
+
+    def attention(reqs):
+        return m.step_cost(BatchShape.build("EXTEND", [p + e for p, e in reqs],
+                                            [p for p, _ in reqs])).attention
+    assert attention(after) >= attention(before)
+
+
+def test_a_long_prefills_attention_runs_at_the_attention_rate_on_every_sm():
+    """A 4096-token prefill at tp 1 (32 heads x 32 query tiles over 132 SMs): its causal
+    pairs at the chip's FlashAttention rate, within the longest tile's share of a wave."""
+    m, shape = _model(kernel_latency=0.0), get_model_shape("llama-3-8b")
+    attention = m.step_cost(BatchShape.build("EXTEND", [4096], [0], 1)).attention
+    ideal = 4096 * 4097 // 2 * shape.naive_attention_flops_per_pair / (989.4e12 * 0.75)
+    assert ideal <= attention <= 1.02 * ideal
+
+
 def test_elementwise_kernels_move_the_norm_rotary_and_gated_activation_bytes():
     """Per row, Llama-3-8B: 32 layers x (two fused add-norms 4 x 4096 each, rotary over 32
     query and 8 key heads of 128 read and written) and 32 x (gated activation 3 x 14336), in
