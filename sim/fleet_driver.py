@@ -98,6 +98,7 @@ def _routed_at_arrival(replicas: Sequence[Replica], workload: Workload, router: 
             loop.on_finished = fleet.replies_from(r.scheduler)
     env.process(fleet.arrivals())
     env.run(until=env.all_of([env.process(loop.engine()) for loop in fleet.loops]))
+    fleet.close()
     return fleet.replica_of
 
 
@@ -181,6 +182,13 @@ class FleetArrivals:
     @property
     def num_replicas(self) -> int:
         return len(self.schedulers)
+
+    def close(self) -> None:
+        """Drop the loops and inboxes once the run is over. NOTE: an inbox calls back into
+        its fleet and the fleet holds the loops that read the inboxes: cycles that would
+        keep the replicas (their KV pools) alive after the run, as a run pauses the cyclic
+        collector and hands what it made to the oldest generation (`cyclic_gc_paused`)."""
+        self.loops, self.inboxes = [], []
 
     def load(self, replica: int) -> SchedulerLoad:
         """The replica's scheduler load, its inbox (routed, not yet admitted) counted as

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 
@@ -92,3 +93,22 @@ def test_each_side_runs_its_own_tp_and_ep():
     # 32 layers x 2 x (8 KV heads / 2 ranks) x 128 x 2 bytes per token per prefill rank
     expected = 9.6e-6 + 256 * 32 * 2 * 4 * 128 * 2 / 50e9
     assert all(e - s == pytest.approx(expected) for s, e in r.run.transfers.values())
+
+
+def test_a_disaggregated_run_leaves_no_scheduler_to_the_cyclic_collector():
+    """As a fleet's (tests/test_sim_fleet.py): every instance is freed with the run, not
+    left in a reference cycle to the paused collector's rare full collection."""
+    from shared.scheduler import Scheduler
+
+    def tracked() -> int:
+        return sum(isinstance(o, Scheduler) for o in gc.get_objects())
+
+    gc.collect()
+    gc.disable()
+    try:
+        before = tracked()
+        simulate_disaggregated(_spaced(4, prompt=16, output=4, gap=0.01), prefill=1, decode=2,
+                               model="smollm2-135m")
+        assert tracked() == before
+    finally:
+        gc.enable()

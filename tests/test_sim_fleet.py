@@ -3,6 +3,8 @@ N replicas serve every request once, each on its own KV cache."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from shared import Workload
@@ -80,6 +82,33 @@ def test_the_same_seed_gives_the_same_fleet_run():
     assert runs[0].replica_of == runs[1].replica_of
     assert runs[2].replica_of == runs[3].replica_of
     assert [_trace_dicts(t) for t in runs[2].traces] == [_trace_dicts(t) for t in runs[3].traces]
+
+
+def _schedulers_tracked() -> int:
+    from shared.scheduler import Scheduler
+
+    return sum(isinstance(o, Scheduler) for o in gc.get_objects())
+
+
+@pytest.mark.parametrize("router, turns", [("least_load", 1), ("round_robin", 2)])
+def test_a_fleet_run_leaves_no_scheduler_to_the_cyclic_collector(router, turns):
+    """A run pauses the collector and hands what it made to the oldest generation
+    (sim.driver.cyclic_gc_paused), so a replica held in a reference cycle would outlive the
+    run until a rare full collection: its KV pool (tens of MB) too, at every fleet run of a
+    sweep. Both ways of routing at arrival: a router that reads the loads, and follow-up
+    turns behind any router."""
+    from sim.simulate_fleet import simulate_fleet
+
+    w = Workload.sessions(3, turns, vocab_size=49152, user_len=8, output_len=4, rate=100.0,
+                          seed=1)
+    gc.collect()
+    gc.disable()
+    try:
+        before = _schedulers_tracked()
+        simulate_fleet(w, replicas=2, router=router, model="smollm2-135m", bounds=False)
+        assert _schedulers_tracked() == before
+    finally:
+        gc.enable()
 
 
 class _Stray:
