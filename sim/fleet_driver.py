@@ -39,6 +39,7 @@ from sim.driver import (
     check_workload,
     cyclic_gc_paused,
     supports_decode_runs,
+    wait_until,
 )
 
 if TYPE_CHECKING:
@@ -230,10 +231,8 @@ class FleetArrivals:
         return hook
 
     def _arrive(self, t: float):
-        env = self.env
-        while env.now < t:  # NOTE: as EngineLoop.arrivals, landing exactly on t
-            yield env.timeout(t - env.now)
-        self.route_until(env.now)
+        yield from wait_until(self.env, t)
+        self.route_until(self.env.now)
 
     def _route(self, request: WorkloadRequest) -> None:
         i = _checked(self.router, request, self.router.route(request, self), self.num_replicas)
@@ -246,6 +245,5 @@ class FleetArrivals:
         process of their own when released: `replies_from`)."""
         env = self.env
         for r in self.queue.requests:
-            while env.now < r.arrival_time:  # NOTE: as EngineLoop.arrivals, exactly on t
-                yield env.timeout(r.arrival_time - env.now)
+            yield from wait_until(env, r.arrival_time)
             self.route_until(env.now)
