@@ -91,6 +91,8 @@ def drive_disaggregated(prefill: Sequence[Replica], decode: Sequence[Replica],
             loop.on_finished = kv.on_prefilled(i)
         env.process(pre.arrivals())
         env.run(until=env.all_of([env.process(loop.engine()) for loop in pre.loops + dec.loops]))
+        pre.close()
+        dec.close()
     return DisaggRun([r.scheduler.trace for r in prefill], [r.scheduler.trace for r in decode],
                      pre.replica_of, dec.replica_of, kv.transfers)
 
@@ -192,6 +194,10 @@ class Handoffs:
     @property
     def num_replicas(self) -> int:
         return len(self.schedulers)
+
+    def close(self) -> None:
+        """Drop the loops and inboxes once the run is over (as `FleetArrivals.close`)."""
+        self.loops, self.inboxes = [], []
 
     def load(self, replica: int) -> SchedulerLoad:
         load, pending = self.schedulers[replica].load(), self.inboxes[replica].pending

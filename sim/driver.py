@@ -129,10 +129,7 @@ class EngineLoop:
         while True:
             yield self.went_idle
             self.went_idle = env.event()
-            t = self.source.next_arrival()
-            # NOTE: now + (t - now) can round below t; a second, tiny timeout lands exactly.
-            while env.now < t:
-                yield env.timeout(t - env.now)
+            yield from wait_until(env, self.source.next_arrival())
             self.wake()
 
     def wake(self) -> None:
@@ -329,6 +326,19 @@ def delays_to(now: float, target: float) -> list[float]:
         return [target - now]
     first = 0.75 * target - now
     return [first, target - (now + first)]
+
+
+def wait_until(env: simpy.Environment, t: float) -> Iterator[simpy.Event]:
+    """Sleep until SimPy's clock reads exactly `t` (`delays_to`); no event at all when t is
+    not later than now (what arrived by now is due already). NOTE: every process that sleeps
+    to an absolute time (an arrival) sleeps through this, so a workload's arrival is the
+    same float however far back the sleep started: a single engine sleeps from when it
+    went idle, a fleet's router from the previous arrival or the reply a follow-up waits for
+    (one `timeout(t - now)` can land a ulp either side of t)."""
+    now = env.now
+    if now < t:
+        for d in delays_to(now, t):
+            yield env.timeout(d)
 
 
 def supports_decode_runs(runner: ModelRunner, clock: CostModel | None,

@@ -39,6 +39,7 @@ from sim.driver import (
     check_workload,
     cyclic_gc_paused,
     supports_decode_runs,
+    wait_until,
 )
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ def _routed_at_arrival(replicas: Sequence[Replica], workload: Workload, router: 
             loop.on_finished = fleet.replies_from(r.scheduler)
     env.process(fleet.arrivals())
     env.run(until=env.all_of([env.process(loop.engine()) for loop in fleet.loops]))
+    fleet.close()
     return fleet.replica_of
 
 
@@ -182,6 +184,13 @@ class FleetArrivals:
     def num_replicas(self) -> int:
         return len(self.schedulers)
 
+    def close(self) -> None:
+        """Drop the loops and inboxes once the run is over. NOTE: an inbox calls back into
+        its fleet and the fleet holds the loops that read the inboxes: cycles that would
+        keep the replicas (their KV pools) alive after the run, as a run pauses the cyclic
+        collector and hands what it made to the oldest generation (`cyclic_gc_paused`)."""
+        self.loops, self.inboxes = [], []
+
     def load(self, replica: int) -> SchedulerLoad:
         """The replica's scheduler load, its inbox (routed, not yet admitted) counted as
         queued: what it reports plus what the router sent it since."""
@@ -222,10 +231,8 @@ class FleetArrivals:
         return hook
 
     def _arrive(self, t: float):
-        env = self.env
-        while env.now < t:  # NOTE: as EngineLoop.arrivals, landing exactly on t
-            yield env.timeout(t - env.now)
-        self.route_until(env.now)
+        yield from wait_until(self.env, t)
+        self.route_until(self.env.now)
 
     def _route(self, request: WorkloadRequest) -> None:
         i = _checked(self.router, request, self.router.route(request, self), self.num_replicas)
@@ -238,6 +245,5 @@ class FleetArrivals:
         process of their own when released: `replies_from`)."""
         env = self.env
         for r in self.queue.requests:
-            while env.now < r.arrival_time:  # NOTE: as EngineLoop.arrivals, exactly on t
-                yield env.timeout(r.arrival_time - env.now)
+            yield from wait_until(env, r.arrival_time)
             self.route_until(env.now)

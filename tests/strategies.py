@@ -278,3 +278,71 @@ def cost_model_keys() -> list[tuple[str, str, int]]:
                and (shape.num_kv_heads % tp == 0 or tp % shape.num_kv_heads == 0)]
         keys += [(model, chip, tp) for chip in hardware_catalogue() for tp in tps]
     return keys
+
+
+# --- workloads of every generator (tests/test_sim_fleet.py) -----------------------------------
+
+# Engine settings that change when steps start and end: the overlap schedule, chunked and
+# mixed prefill, a running-batch cap.
+timing_engine_args = st.fixed_dictionaries({
+    "disable_overlap_schedule": st.booleans(),
+    "chunked_prefill_size": st.sampled_from((None, 8, 16)), "enable_mixed_chunk": st.booleans(),
+    "max_running_requests": st.sampled_from((None, 2))})
+
+# NOTE: rates around the tiny model's step rate (~1 ms a step), so arrivals land both while
+# the engine works and while it idles; inf: everything at t=0.
+rates = st.one_of(st.just(float("inf")), st.floats(1.0, 200.0), st.floats(200.0, 3000.0))
+# 1: Poisson; other shapes: gamma (burstier below 1); inf: a fixed rate.
+burstinesses = st.one_of(st.just(1.0), st.floats(0.1, 10.0), st.just(float("inf")))
+
+
+def _upto(hi: int) -> st.SearchStrategy[int]:
+    return st.integers(1, hi)
+
+
+@st.composite
+def _recorded(draw, vocab_size: int):
+    """A recorded or saved workload (`Workload.from_jsonl`, a trace's requests): arrival
+    times as a log writes them, whole ticks (0.1 ms, 1 ms, ...) from the start, not the
+    sums of gaps a generator makes."""
+    from shared import SamplingParams, Workload, WorkloadRequest
+
+    tick = draw(st.sampled_from((1e-4, 1e-3, 0.01, 0.1)))
+    ticks = draw(st.lists(st.integers(0, 60), min_size=1, max_size=6))
+    prompts = st.lists(st.integers(0, vocab_size - 1), min_size=1, max_size=12)
+    return Workload(tuple(WorkloadRequest(f"r{i}", k * tick, tuple(draw(prompts)),
+                                          SamplingParams(max_new_tokens=draw(_upto(4)),
+                                                         ignore_eos=True))
+                          for i, k in enumerate(ticks)), name="recorded")
+
+
+def generator_workloads(model_info) -> st.SearchStrategy:
+    """A few short requests from any workload generator of shared/ and sim/: synthetic
+    (all at t=0, Poisson, gamma or fixed-rate arrivals), ShareGPT-like, generated shared
+    prefix, multi-tenant, open-loop multi-turn, closed-loop sessions (follow-up turns sent
+    a think time after each reply, 0 included), a recorded workload, and the conformance
+    kit's (`sim.conformance_strategies`: EOS, stop tokens, seeded sampling). Outputs are
+    short, so the engine often idles between arrivals."""
+    from shared import Workload
+    from sim.conformance_strategies import workloads
+
+    arrivals = {"vocab_size": st.just(model_info.vocab_size), "seed": st.integers(0, 2**16),
+                "rate": rates, "burstiness": burstinesses}
+    # NOTE: think times near the replies' (a few ms) make sleeps from a reply to a turn
+    # that span a few binades, where one timeout(t - now) can miss t
+    think_times = st.one_of(st.just(0.0), st.floats(0.0, 0.01), st.floats(0.0, 2.0))
+    return st.one_of(
+        st.builds(Workload.synthetic, _upto(6), _upto(16), _upto(4), **arrivals),
+        st.builds(Workload.sharegpt_like, _upto(6), prompt_median=st.floats(1.0, 12.0),
+                  output_median=st.floats(1.0, 4.0), max_len=st.just(32), **arrivals),
+        st.builds(Workload.generated_shared_prefix, _upto(2), _upto(3), _upto(12), _upto(6),
+                  _upto(4), **arrivals),
+        st.builds(Workload.multi_tenant, _upto(6), _upto(3), _upto(12), _upto(6), _upto(4),
+                  zipf=st.floats(0.0, 2.0), **arrivals),
+        st.builds(Workload.multi_turn, _upto(2), _upto(3), user_len=_upto(8),
+                  output_len=_upto(4), think_time=think_times, **arrivals),
+        st.builds(Workload.sessions, _upto(3), _upto(4), user_len=_upto(8),
+                  output_len=_upto(4), think_time=think_times, **arrivals),
+        _recorded(model_info.vocab_size),
+        workloads(model_info, max_requests=6, max_prompt_len=12, max_output_len=4),
+    )

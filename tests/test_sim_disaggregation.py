@@ -3,6 +3,7 @@ client's token streams are the co-located engine's."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 
@@ -170,3 +171,22 @@ def test_a_disaggregated_run_streams_what_the_co_located_engine_streams(overlap,
             assert client[rid].finish_reason == rec.finish_reason, rid
     assert r.requests.set_index("rid")["output_len"].to_dict() == \
         co.requests.set_index("rid")["output_len"].to_dict()
+
+
+def test_a_disaggregated_run_leaves_no_scheduler_to_the_cyclic_collector():
+    """As a fleet's (tests/test_sim_fleet.py): every instance is freed with the run, not
+    left in a reference cycle to the paused collector's rare full collection."""
+    from shared.scheduler import Scheduler
+
+    def tracked() -> int:
+        return sum(isinstance(o, Scheduler) for o in gc.get_objects())
+
+    gc.collect()
+    gc.disable()
+    try:
+        before = tracked()
+        simulate_disaggregated(_spaced(4, prompt=16, output=4, gap=0.01), prefill=1, decode=2,
+                               model="smollm2-135m")
+        assert tracked() == before
+    finally:
+        gc.enable()

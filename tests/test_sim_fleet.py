@@ -3,13 +3,20 @@ N replicas serve every request once, each on its own KV cache."""
 
 from __future__ import annotations
 
-import pytest
+import gc
 
-from shared import Workload
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared import SamplingParams, Workload, WorkloadRequest
 from sim.driver import drive_workload
 from sim.fleet_driver import Replica, drive_fleet
 from sim.routers import ROUTERS, make_router
-from sim.simulate import build_simulation
+from sim.simulate import build_simulation, load_model, model_info
+from tests.strategies import generator_workloads, timing_engine_args
+
+SMALL_MODEL = "smollm2-135m"   # a small model: short, cheap steps
 
 CONFIGS = {
     "overlap": {},
@@ -23,8 +30,8 @@ def _workload(rate: float = 40.0, n: int = 120) -> Workload:
     return Workload.sharegpt_like(n, vocab_size=128256, rate=rate, seed=3)
 
 
-def _replica(**engine_args) -> Replica:
-    s = build_simulation(model="llama-3-8b", hardware="h100", seed=0, **engine_args)
+def _replica(model: str = "llama-3-8b", **engine_args) -> Replica:
+    s = build_simulation(model=model, hardware="h100", seed=0, **engine_args)
     return Replica(s.scheduler, s.runner, s.token_source.finished)
 
 
@@ -46,6 +53,73 @@ def test_one_replica_behind_any_router_is_the_single_engine_bit_for_bit(config, 
         run = drive_fleet([one], w, make_router(name, 1), decode_runs=decode_runs)
         assert _trace_dicts(run.traces[0]) == expected, name
         assert set(run.replica_of.values()) == {0}
+
+
+def _two_requests() -> Workload:
+    params = SamplingParams(max_new_tokens=2, ignore_eos=True)
+    return Workload((WorkloadRequest("a", 1 * 1e-3, (1, 2, 3), params),
+                     WorkloadRequest("b", 10 * 1e-3, (4, 5, 6), params)))
+
+
+def _conversations(seed: int, think_time: float) -> Workload:
+    return Workload.sessions(2, 3, vocab_size=49152, user_len=16, output_len=4,
+                             think_time=think_time, seed=seed)
+
+
+# NOTE: one timeout(t - now) lands a ulp past t from these sleeps (SimPy adds it to now):
+# the single engine's from 0.523 s (idle) to c0-t1 at 2.662282963340886 s; the fleet's
+# router's from 0.001 to "b" at 0.01; the fleet's follow-up process's from c0-t1's reply.
+LATE_WAKE_CASES = {
+    "single engine, to a follow-up": (lambda: _conversations(88, 1.0), "c0-t1"),
+    "fleet, to the next request": (_two_requests, "b"),
+    "fleet, to a follow-up": (lambda: _conversations(36, 0.3), "c0-t2"),
+}
+
+
+@pytest.mark.parametrize("case", list(LATE_WAKE_CASES))
+def test_an_idle_engine_starts_a_request_exactly_at_its_arrival_alone_or_behind_any_router(case):
+    """The sleep to an arrival lands on it: the request's first step starts at its arrival
+    time, and one replica's trace is the single engine's, behind every router."""
+    make, rid = LATE_WAKE_CASES[case]
+    w = make()
+    single = _replica(SMALL_MODEL, disable_overlap_schedule=True)
+    expected = drive_workload(single.scheduler, single.runner, w,
+                              finished_hook=single.finished_hook)
+    fleets = {name: drive_fleet([_replica(SMALL_MODEL, disable_overlap_schedule=True)], w,
+                                make_router(name, 1)).traces[0] for name in ROUTERS}
+    for name, trace in {"single engine": expected, **fleets}.items():
+        first = next(s for s in trace.steps if rid in s.rids)
+        assert first.start_time == trace.requests[rid].arrival_time, name
+        assert _trace_dicts(trace) == _trace_dicts(expected), name
+
+
+@settings(max_examples=max(200, settings.default.max_examples))
+@given(w=generator_workloads(model_info(*load_model(SMALL_MODEL))),
+       router=st.sampled_from(sorted(ROUTERS)), engine_args=timing_engine_args,
+       decode_runs=st.booleans())
+def test_one_replica_behind_any_router_is_the_single_engine_for_every_workload_generator(
+        w, router, engine_args, decode_runs):
+    """Every StepRecord field (start_time and duration included) and every request record,
+    whatever the arrival process; and in both, a step after an idle spell starts at an
+    arrival time exactly (the engine sleeps to it: `sim.driver.wait_until`), however far
+    back the single engine's or the fleet's sleep started."""
+    single = _replica(SMALL_MODEL, **engine_args)
+    expected = drive_workload(single.scheduler, single.runner, w,
+                              finished_hook=single.finished_hook, decode_runs=decode_runs)
+    one = _replica(SMALL_MODEL, **engine_args)
+    got = drive_fleet([one], w, make_router(router, 1), decode_runs=decode_runs).traces[0]
+    assert _starts_off_arrivals(expected) == _starts_off_arrivals(got) == []
+    assert got.steps == expected.steps
+    assert got.header() == expected.header()
+
+
+def _starts_off_arrivals(trace) -> list[tuple[int, float]]:
+    """(step, start) of each step that starts after an idle spell (not at the end of the
+    step before it) at a time when no request arrived."""
+    arrivals = {r.arrival_time for r in trace.requests.values()}
+    ends = [0.0] + [s.start_time + s.duration for s in trace.steps]
+    return [(s.step, s.start_time) for s, end in zip(trace.steps, ends, strict=False)
+            if s.start_time != end and s.start_time not in arrivals]
 
 
 @pytest.mark.parametrize("router", list(ROUTERS))
@@ -80,6 +154,33 @@ def test_the_same_seed_gives_the_same_fleet_run():
     assert runs[0].replica_of == runs[1].replica_of
     assert runs[2].replica_of == runs[3].replica_of
     assert [_trace_dicts(t) for t in runs[2].traces] == [_trace_dicts(t) for t in runs[3].traces]
+
+
+def _schedulers_tracked() -> int:
+    from shared.scheduler import Scheduler
+
+    return sum(isinstance(o, Scheduler) for o in gc.get_objects())
+
+
+@pytest.mark.parametrize("router, turns", [("least_load", 1), ("round_robin", 2)])
+def test_a_fleet_run_leaves_no_scheduler_to_the_cyclic_collector(router, turns):
+    """A run pauses the collector and hands what it made to the oldest generation
+    (sim.driver.cyclic_gc_paused), so a replica held in a reference cycle would outlive the
+    run until a rare full collection: its KV pool (tens of MB) too, at every fleet run of a
+    sweep. Both ways of routing at arrival: a router that reads the loads, and follow-up
+    turns behind any router."""
+    from sim.simulate_fleet import simulate_fleet
+
+    w = Workload.sessions(3, turns, vocab_size=49152, user_len=8, output_len=4, rate=100.0,
+                          seed=1)
+    gc.collect()
+    gc.disable()
+    try:
+        before = _schedulers_tracked()
+        simulate_fleet(w, replicas=2, router=router, model=SMALL_MODEL, bounds=False)
+        assert _schedulers_tracked() == before
+    finally:
+        gc.enable()
 
 
 class _Stray:
