@@ -131,7 +131,8 @@ class Engine:
         naming its index and the engine is left as it was. `stream=True` returns an
         iterator of `StreamOutput` increments; a request's last one has `finished` set;
         closing or dropping the iterator before its end aborts the requests still running.
-        A request whose forward or sampling raises ends aborted with the error."""
+        A request whose forward or sampling raises ends aborted with the error (under
+        tensor parallelism a failed forward raises FatalRunnerError: the world is down)."""
         single = is_single_prompt(prompts, chat)
         plist = [prompts] if single else list(prompts)
         reqs = self.make_requests(plist, params_per_prompt(sampling_params, len(plist)), chat=chat)
@@ -360,8 +361,10 @@ class Engine:
         last step's result is processed, before this step's forward is done (a server
         streams the tokens it appended then, as SGLang's does while the GPU runs the next
         batch). A forward or sampling that raises is run again without the requests it
-        fails for, which end aborted with the error (exec.failing_steps). Returns the
-        ForwardBatch that ran and the requests finished, or None when nothing ran."""
+        fails for, which end aborted with the error (exec.failing_steps), except a
+        FatalRunnerError (a tensor-parallel forward failed), raised here and by every later
+        step. Returns the ForwardBatch that ran and the requests finished, or None when
+        nothing ran."""
         with self._busy():
             self._abort_abandoned()
             return self._step(self.now() if now is None else now, on_processed)

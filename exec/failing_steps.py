@@ -7,6 +7,11 @@ A request failing alone gets its own error. Rows that fail together although eac
 them runs (the error belongs to the batch as a whole) are aborted together, so a forward
 that fails for every subset aborts every request in its batch. Each round aborts at least
 one request, so retrying ends.
+
+Except when the runner cannot run another step: under tensor parallelism a forward error is
+fatal to the group (as in SGLang, whose ranks end the server): the other ranks may be inside
+that forward's collectives, so no step is retried. The runner raises `FatalRunnerError`,
+which passes through `runner_call` and out of the engine's step.
 """
 
 from __future__ import annotations
@@ -29,10 +34,17 @@ class RunnerError(RuntimeError):
     batch failed, not the scheduler."""
 
 
+class FatalRunnerError(RuntimeError):
+    """The runner cannot run another step (its tensor-parallel group failed): no step is
+    retried, every later forward raises it again."""
+
+
 def runner_call(fn: Callable[..., Any], *args: Any) -> Any:
-    """fn(*args), its error re-raised as RunnerError."""
+    """fn(*args), its error re-raised as RunnerError (a FatalRunnerError as it is)."""
     try:
         return fn(*args)
+    except FatalRunnerError:
+        raise
     except Exception as e:  # NOTE: every one ends as abort messages (run_isolating) or re-raised
         raise RunnerError(f"{type(e).__name__}: {e}") from e
 

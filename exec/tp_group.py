@@ -2,21 +2,30 @@
 `torch.distributed` (gloo on CPU, NCCL on CUDA). It is passed to the modules that need a
 collective; nothing reads a global group. `TPGroup.single()` is the world of one, whose
 collectives are no-ops, so the unsharded model runs the same code.
+
+A rank that fails (`fail`) posts its error in the world's rendezvous store, unless a rank
+posted one first, and leaves the group. A peer whose collective broke because of it fails
+with the same first failure: every rank reports the rank that failed first, not the
+collective that broke after it (`exec.tp_launch` ends the followers once one is posted).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+FAILURE_KEY = "batchtwin/tp-failure"  # the store key holding a world's first failure
 
 
 @dataclass(frozen=True)
 class TPGroup:
     rank: int
     world_size: int
+    # the world's rendezvous store (`exec.tp_launch.spawn`'s); None: failures are not shared
+    store: dist.Store | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def single(cls) -> TPGroup:
@@ -54,3 +63,23 @@ class TPGroup:
         box = [obj if self.is_first else None]
         dist.broadcast_object_list(box, src=0)
         return box[0]
+
+    def fail(self, error: BaseException) -> str:
+        """This rank failed with `error`: post it as the world's failure unless a rank did
+        first, then leave the group. Returns the world's first failure, "rank R: Type:
+        message" (this rank's own when there is no store)."""
+        mine = f"rank {self.rank}: {type(error).__name__}: {error}"
+        first = mine if self.store is None else self._post(mine)
+        self.leave()
+        return first
+
+    def _post(self, failure: str) -> str:
+        try:
+            return self.store.compare_set(FAILURE_KEY, "", failure).decode()
+        except RuntimeError:  # NOTE: the store is gone (its host process ended): our own
+            return failure
+
+    def leave(self) -> None:
+        """Leave (destroy) the process group now; later calls do nothing."""
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()

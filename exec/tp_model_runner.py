@@ -6,6 +6,12 @@ Rank 0 (the Engine's, under the scheduler) broadcasts each ForwardBatch before i
 forward; the others receive it in `exec.tp_worker.follow`. Logits are all-gathered over the
 vocabulary; only rank 0 samples. `close()` on rank 0 sends the stop message.
 
+A forward that raises on any rank is fatal to the group (as in SGLang): the other ranks may
+be blocked inside its collectives, so no rank runs another. The rank posts its error
+(`TPGroup.fail`; `exec.tp_launch` then ends the followers, which breaks rank 0's
+collectives) and raises `FatalRunnerError` naming the rank that failed first; every later
+forward raises it again, and `close()` sends nothing.
+
 At construction rank 0 broadcasts a `RunnerSetup` (its resolved EngineConfig and runner
 options), so every rank builds the same pool, whatever its own free memory.
 """
@@ -21,6 +27,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from exec.failing_steps import FatalRunnerError
 from exec.kv_cache_dtype import dtype_bytes
 from exec.kv_pool import KVPool
 from exec.model_runner import TorchModelRunner
@@ -53,6 +60,7 @@ class TPModelRunner(TorchModelRunner):
         if group.is_first:
             group.broadcast(RunnerSetup(engine_config, model_info, options))
         self.group, self._closed = group, False
+        self.failure: str | None = None  # the group's first failure, once a forward failed
         shard_model(model, group)
         device, dtype = torch.device(options.get("device", "cpu")), torch_dtype(options.get("dtype", "float32"))
         # NOTE: no oneDNN packing: PackedLinear would drop RowParallelLinear's all-reduce.
@@ -77,13 +85,24 @@ class TPModelRunner(TorchModelRunner):
         return self.group.all_gather_last(self.model.compute_logits(hidden))
 
     def forward(self, fb: ForwardBatch) -> RunnerOutput:
-        if self.group.is_first:
-            self.group.broadcast(compact(fb))
-        return super().forward(fb)
+        """`fb`'s forward on every rank (rank 0 broadcasts it first); FatalRunnerError when
+        it raised on any rank, or any forward did before."""
+        if self.failure is not None:
+            raise FatalRunnerError(self.failure)
+        try:
+            if self.group.is_first:
+                self.group.broadcast(compact(fb))
+            return super().forward(fb)
+        except Exception as e:
+            # NOTE: no retry: a peer is maybe blocked in a collective of this forward that
+            # this rank never joins (the posted failure ends the followers' processes)
+            self.failure = f"the tensor-parallel group failed: {self.group.fail(e)}"
+            raise FatalRunnerError(self.failure) from e
 
     def close(self) -> None:
-        """On rank 0: tell the followers to stop (once; later calls do nothing)."""
-        if self.group.is_first and not self._closed:
+        """On rank 0: tell the followers to stop (once; later calls, or after a failed
+        forward, do nothing)."""
+        if self.group.is_first and not self._closed and self.failure is None:
             self._closed = True
             self.group.broadcast(STOP)
 

@@ -8,6 +8,11 @@ and follows rank 0's forwards until the stop message.
 tp_size, before anything is loaded or started), then joins torchrun's world when torchrun
 started this process, or spawns the ranks (`exec.tp_launch.spawn`). `main` and its
 arguments travel to the rank processes, so they must pickle (a module-level function).
+
+A forward that raises on any rank is fatal to the world (`exec.tp_model_runner`): rank 0's
+engine raises `FatalRunnerError` naming the rank that failed first (the online engine ends
+every open request with it), the followers stop, and `launch` raises `TPStartError` naming
+that rank.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from exec.model_config import ModelConfig
 from exec.model_files import check_model_path, default_model_path, open_model
@@ -38,6 +42,9 @@ class TPJob:
     main_args: tuple[Any, ...] = ()
     engine_args: dict[str, Any] = field(default_factory=dict)  # Engine's keywords
     threads: int | None = None               # torch threads per rank (None: cores / ranks)
+    dist_timeout_s: float | None = None      # each collective's (None: torch's default)
+    # on_runner(runner) on every rank before its first forward (tests inject faults with it)
+    on_runner: Callable[[TPModelRunner], Any] | None = None
 
 
 def launch(tp_size: int, job: TPJob) -> None:
@@ -46,16 +53,16 @@ def launch(tp_size: int, job: TPJob) -> None:
     device = job.engine_args.get("device", "cpu")
     checked_device(device)
     if not torchrun_world():
-        spawn(tp_size, run_rank, job, device=device)
+        spawn(tp_size, run_rank, job, device=device, timeout_s=job.dist_timeout_s)
         return
     if int(os.environ["WORLD_SIZE"]) != tp_size:
         raise ValueError(f"tp_size (--tp) {tp_size}, but torchrun started "
                          f"{os.environ['WORLD_SIZE']} ranks (--nproc-per-node)")
-    group = init_torchrun(device)
+    group = init_torchrun(device, job.dist_timeout_s)
     try:
         run_rank(group, job)
     finally:
-        dist.destroy_process_group()
+        group.leave()
 
 
 def check_tp_model(path: str | Path | None, tp_size: int) -> None:
@@ -94,6 +101,8 @@ def lead(group: TPGroup, job: TPJob) -> None:
 
     engine = Engine(job.model, tp_group=group, **job.engine_args)
     try:
+        if job.on_runner is not None:
+            job.on_runner(engine.runner)
         job.main(engine, *job.main_args)
     finally:
         if isinstance(engine.runner, TPModelRunner):  # NOTE: a torchrun world of one has none
@@ -106,6 +115,8 @@ def follow(group: TPGroup, job: TPJob) -> None:
     args = job.engine_args
     model = open_model(job.model, device=args["device"], dtype=args.get("dtype", "float32")).model
     runner = TPModelRunner.follower(model, group)
+    if job.on_runner is not None:
+        job.on_runner(runner)
     while (fb := group.broadcast(None)) is not STOP:
         runner.forward(fb)
 
