@@ -64,7 +64,8 @@ def kv_pressure_cases(draw):
     ps = draw(st.sampled_from((1, 1, 2, 2, 4)) | st.integers(1, 16))
     pool = ps * draw(st.integers(max(3, -(-24 // ps)), max(4, 96 // ps)))
     p0 = draw(st.integers(1, 4))
-    reqs = [([1] * p0, pool - ps - 1 - p0 - draw(st.integers(0, pool // 4)), 0.0, draw(st.booleans()))]
+    max_new0 = pool - ps - 1 - p0 - draw(st.integers(0, pool // 4))
+    reqs = [([1] * p0, max_new0, 0.0, draw(st.booleans()))]
     top = max(2, pool - ps - 3 - p0)  # NOTE: what is left beside the first prompt and token
     sizes = [top - draw(st.integers(0, max(0, min(top - 2, pool // 6))))]
     sizes += [draw(st.integers(2, top)) for _ in range(draw(st.integers(0, 3)))]

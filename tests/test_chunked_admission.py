@@ -178,12 +178,13 @@ def test_a_chunk_that_fits_its_own_partial_page_runs_instead_of_starving_a_decod
                                    disable_overlap_schedule=not overlap, disable_cuda_graph=True),
                       MODEL)
     reqs = [Req("a", [1] * 15, SamplingParams(max_new_tokens=40, ignore_eos=True)),
-            Req("b", [2] * 47, SamplingParams(max_new_tokens=3, ignore_eos=True), arrival_time=0.03)]
+            Req("b", [2] * 47, SamplingParams(max_new_tokens=3, ignore_eos=True),
+                arrival_time=0.03)]
     drive(sched, ScriptedRunner(MODEL.vocab_size), reqs)
     for r in reqs:
         rec = sched.trace.requests[r.rid]
-        assert (rec.finish_reason.type, rec.output_len) == ("length", r.sampling_params.max_new_tokens), \
-            (r.rid, rec.finish_reason)
+        want = ("length", r.sampling_params.max_new_tokens)
+        assert (rec.finish_reason.type, rec.output_len) == want, (r.rid, rec.finish_reason)
     sched.mem.check_idle()
 
 
@@ -197,7 +198,8 @@ def test_a_lone_request_whose_next_chunk_needs_the_last_free_page_is_not_stalled
                       MODEL)
     drive(sched, ScriptedRunner(MODEL.vocab_size), [Req("a", [1] * 34, SamplingParams(max_new_tokens=1))])
     assert sched.trace.requests["a"].finish_reason.type == "length"
-    assert [s.seq_lens for s in sched.trace.steps if s.forward_mode == "EXTEND"] == [(12,), (28,), (34,)]
+    extends = [s.seq_lens for s in sched.trace.steps if s.forward_mode == "EXTEND"]
+    assert extends == [(12,), (28,), (34,)]
     sched.mem.check_idle()
 
 
@@ -215,7 +217,7 @@ def test_a_chunked_request_with_no_room_is_retracted_before_the_last_decode_is_a
             Req("b", [2] * 32, SamplingParams(max_new_tokens=1), arrival_time=0.03)]
     drive(sched, ScriptedRunner(MODEL.vocab_size), reqs)
     recs = sched.trace.requests
-    assert [(recs[r].finish_reason.type, recs[r].output_len) for r in "ab"] == [("length", 10), ("length", 1)], \
-        recs["a"].finish_reason
+    ends = [(recs[r].finish_reason.type, recs[r].output_len) for r in "ab"]
+    assert ends == [("length", 10), ("length", 1)], recs["a"].finish_reason
     assert recs["b"].num_retractions == 1
     sched.mem.check_idle()

@@ -199,8 +199,8 @@ def test_under_kv_pressure_only_a_request_that_exceeds_the_pool_alone_is_refused
     drive(sched, CheckingRunner(sched, accepted), accepted)
     for req in accepted:
         rec = sched.trace.requests[req.rid]
-        assert (rec.finish_reason.type, rec.output_len) == ("length", req.sampling_params.max_new_tokens), \
-            (req.rid, rec.finish_reason)
+        want = ("length", req.sampling_params.max_new_tokens)
+        assert (rec.finish_reason.type, rec.output_len) == want, (req.rid, rec.finish_reason)
     retractions = sum(r.num_retractions for r in sched.trace.requests.values())
     event(f"retractions: {'some' if retractions else 'none'}")
     event(f"refused: {len(reqs) - len(accepted)}")
