@@ -97,13 +97,15 @@ class PrefillAdder:
         """Continue the chunked request with the next chunk. Returns it while more chunks
         remain, None after its last chunk.
 
-        NOTE: SGLang always adds it; when the KV pool cannot hold even one more token of it
-        right now (cur_rem_tokens - page_size <= 0), we skip it this round instead of running out of
-        memory mid-prefill. It stays the chunked request, its KV locked in the cache."""
+        NOTE: SGLang always adds it. We cut the chunk to the tokens whose KV fits now
+        (`chunk_room`), and when not even one does, skip it this round instead of running
+        out of memory mid-prefill: it stays the chunked request, its KV locked in the
+        cache, and the decode memory check retracts it before it would abort the last
+        running request (ScheduleBatch.retract_decode)."""
         rem = min(self.rem_chunk_tokens, int(self.rem_total_tokens))
         if rem <= 0:
             rem = self.rem_chunk_tokens
-        rem = min(rem, int(self.cur_rem_tokens) - self.ps)
+        rem = min(rem, self.chunk_room(req))
         self.chunked_continues = True
         if rem <= 0:
             req.fill_ids = req.fill_ids[: len(req.prefix_indices)]  # only what is computed
@@ -115,6 +117,14 @@ class PrefillAdder:
         self._update_prefill_budget(
             req.extend_input_len, 0 if truncated else min(req.sampling_params.max_new_tokens, CLIP_MAX_NEW_TOKENS))
         return req if truncated else None
+
+    def chunk_room(self, req: Req) -> int:
+        """The most tokens of the chunked `req`'s next chunk whose KV fits now: the rest of
+        the partial page its prefix ends in (its own, no new page) plus the whole pages
+        cur_rem_tokens holds. NOTE: a chunk is charged the pages it really takes; reserving
+        a page on top (SGLang's hybrid-SWA `- page_size`) skipped a chunk that needed none."""
+        own = -len(req.prefix_indices) % self.ps
+        return own + max(int(self.cur_rem_tokens), 0) // self.ps * self.ps
 
     def add_one_req(self, req: Req) -> AddReqResult:
         """Admit `req` (after `init_next_round_input`) whole, or as the one chunked

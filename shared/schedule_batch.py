@@ -257,31 +257,46 @@ class ScheduleBatch:
             self.mem.tree_cache.evict(need)
         return self.mem.allocator.available_size() >= need
 
-    def retract_decode(self) -> RetractResult:
+    def retract_decode(self, held: Req | None = None) -> RetractResult:
         """Retract requests (fewest outputs first; ties: longer prompt first) until the
-        rest can decode; a lone request that still cannot is aborted."""
+        rest can decode; a lone request that still cannot is aborted. `held`: a request
+        outside the batch that holds KV, the chunked request whose next chunk found no room;
+        it is retracted (listed last) before the lone request would be aborted.
+
+        NOTE: SGLang never holds a chunked request back (it always adds its next chunk), so
+        it has no such case; aborting the lone request there would abort one that fits the
+        pool alone, while the chunked request, retracted, is prefilled again later."""
         order = sorted(range(len(self.reqs)), reverse=True,
                        key=lambda i: (len(self.reqs[i].output_ids), -len(self.reqs[i].origin_input_ids)))
         retracted, aborted = [], []
         while not retracted or not self.check_decode_mem(order):
-            if len(order) == 1:
+            if len(order) == 1 and held is not None:
+                retracted.append(self._retract(held, remaining=1))
+                held = None
+            elif len(order) == 1:
                 aborted.append(self._release(order.pop(), abort=True))
                 break
-            i = order.pop()
-            retracted.append(self._release(i, abort=False, remaining=len(order)))
+            else:
+                i = order.pop()
+                retracted.append(self._release(i, abort=False, remaining=len(order)))
         self.filter_batch(keep_indices=order)
         return RetractResult(retracted, aborted)
 
     def _release(self, i: int, abort: bool, remaining: int = 0) -> Req:
-        """Release request i; a retracted one then evicts from the cache until the
-        `remaining` requests could decode RETRACT_DECODE_STEPS more steps (SGLang's
-        release_req(idx, remaining_req_count))."""
+        """Release request i: abort it, or retract it (`_retract`)."""
         req = self.reqs[i]
         self.commit_kv_lens(i)
+        if not abort:
+            return self._retract(req, remaining)
         self.mem.release_kv_cache(req, is_insert=False)
-        if abort:
-            req.finished_reason = FinishReason.by_abort(RETRACT_OOM_MESSAGE)
-            return req
+        req.finished_reason = FinishReason.by_abort(RETRACT_OOM_MESSAGE)
+        return req
+
+    def _retract(self, req: Req, remaining: int) -> Req:
+        """Give back `req`'s KV (its KV lengths committed) for the waiting queue, then evict
+        from the cache until the `remaining` requests could decode RETRACT_DECODE_STEPS more
+        steps (SGLang's release_req(idx, remaining_req_count))."""
+        self.mem.release_kv_cache(req, is_insert=False)
         need = remaining * RETRACT_DECODE_STEPS
         if self.mem.allocator.available_size() < need:
             self.mem.tree_cache.evict(need)

@@ -397,7 +397,10 @@ class Scheduler:
             self.batch_is_full = False
             return None
         if not batch.check_decode_mem():
-            retract = batch.retract_decode()
+            # NOTE: a chunked request here found no room for its next chunk this round
+            retract = batch.retract_decode(held=self.chunked_req)
+            if self.chunked_req is not None and self.chunked_req.is_retracted:
+                self.chunked_req = None
             self.waiting_queue.extend(retract.retracted)
             self.finish_count += len(retract.retracted) + len(retract.aborted)
             for req in retract.aborted:

@@ -51,6 +51,47 @@ def scheduler_cases(draw):
 
 
 @st.composite
+def kv_pressure_cases(draw):
+    """An engine config with a small KV pool and a workload that outgrows it: a long decode
+    (a short prompt, most of the pool as output), then a request arriving one step later
+    that nearly fills what is left beside it, then 0-3 more of any size; so with a low
+    schedule_conservativeness decodes, chunks and mixed steps run out of KV and must
+    retract. Each request fits the pool alone (prompt + max_new_tokens + page_size < pool)
+    but one now and then. Page sizes 1..16 (1 and 2 more often), chunking and mixing on or
+    off, either schedule, radix cache on or off. A request: (prompt, max_new_tokens,
+    arrival, ignore_eos); unless ignore_eos is set and the radix cache off (an exact
+    admission), admission over-admits."""
+    ps = draw(st.sampled_from((1, 1, 2, 2, 4)) | st.integers(1, 16))
+    pool = ps * draw(st.integers(max(3, -(-24 // ps)), max(4, 96 // ps)))
+    p0 = draw(st.integers(1, 4))
+    max_new0 = pool - ps - 1 - p0 - draw(st.integers(0, pool // 4))
+    reqs = [([1] * p0, max_new0, 0.0, draw(st.booleans()))]
+    top = max(2, pool - ps - 3 - p0)  # NOTE: what is left beside the first prompt and token
+    sizes = [top - draw(st.integers(0, max(0, min(top - 2, pool // 6))))]
+    sizes += [draw(st.integers(2, top)) for _ in range(draw(st.integers(0, 3)))]
+    arrival = 0.0
+    for size in sizes:
+        if draw(st.integers(0, 9)) == 9:
+            size = pool - ps + draw(st.integers(0, 8))  # does not fit the pool alone
+        # NOTE: the prompt or the output short: a decode beside a long chunked prompt
+        short = draw(st.integers(1, min(size - 1, 8)) | st.integers(1, size - 1))
+        n = size - short if draw(st.booleans()) else short
+        arrival += draw(st.sampled_from((0.01, 0.02, 0.0)))
+        pattern = draw(st.lists(st.integers(1, 3), min_size=1, max_size=6))  # shared prefixes
+        reqs.append(((pattern * n)[:n], size - n, arrival, draw(st.booleans())))
+    chunk = draw(st.sampled_from((4, 4, 8, 16, None)))
+    config = dict(
+        page_size=ps, max_total_tokens=pool,
+        chunked_prefill_size=None if chunk is None else max(chunk, ps),
+        enable_mixed_chunk=draw(st.sampled_from((True, True, False))),
+        schedule_policy=draw(st.sampled_from(("fcfs", "lpm"))),
+        schedule_conservativeness=draw(st.sampled_from((0.01, 0.01, 0.05, 1.0))),
+        disable_radix_cache=draw(st.booleans()), disable_cuda_graph=True,
+        disable_overlap_schedule=draw(st.booleans()))
+    return config, reqs
+
+
+@st.composite
 def length_dists(draw, max_len: int = 64):
     """Any prompt/output length distribution (shared.length_dist), small lengths."""
     from shared.length_dist import Empirical, Fixed, LogNormal, Uniform

@@ -166,3 +166,58 @@ def test_an_aborted_chunked_request_leaves_the_next_chunked_request_chunked():
     assert sched.trace.requests["c"].output_len == 1
     assert sched.trace.requests["b"].finish_reason.type == "abort"
     sched.mem.check_idle()
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_chunk_that_fits_its_own_partial_page_runs_instead_of_starving_a_decode(overlap):
+    """Issue 41 defect 3: "b" (47 tokens) is chunked beside "a" decoding in a 76-token pool of
+    page 4; its last token fits the partial page it already holds. That chunk needs no new
+    page: it runs, and "a" is never aborted for memory while "b" holds KV it could give back."""
+    sched = Scheduler(EngineConfig(page_size=4, max_total_tokens=76, chunked_prefill_size=16,
+                                   schedule_conservativeness=0.05, enable_mixed_chunk=True,
+                                   disable_overlap_schedule=not overlap, disable_cuda_graph=True),
+                      MODEL)
+    reqs = [Req("a", [1] * 15, SamplingParams(max_new_tokens=40, ignore_eos=True)),
+            Req("b", [2] * 47, SamplingParams(max_new_tokens=3, ignore_eos=True),
+                arrival_time=0.03)]
+    drive(sched, ScriptedRunner(MODEL.vocab_size), reqs)
+    for r in reqs:
+        rec = sched.trace.requests[r.rid]
+        want = ("length", r.sampling_params.max_new_tokens)
+        assert (rec.finish_reason.type, rec.output_len) == want, (r.rid, rec.finish_reason)
+    sched.mem.check_idle()
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_lone_request_whose_next_chunk_needs_the_last_free_page_is_not_stalled(overlap):
+    """A 34-token prompt in a pool of four 12-token pages, chunks of 16: after 28 tokens its
+    last 6 need the one free page. Reserving a page on top of the chunk held it back for
+    ever with nothing else running (the scheduler stalled); charged its real page it runs."""
+    sched = Scheduler(EngineConfig(page_size=12, max_total_tokens=48, chunked_prefill_size=16,
+                                   disable_overlap_schedule=not overlap, disable_cuda_graph=True),
+                      MODEL)
+    drive(sched, ScriptedRunner(MODEL.vocab_size), [Req("a", [1] * 34, SamplingParams(max_new_tokens=1))])
+    assert sched.trace.requests["a"].finish_reason.type == "length"
+    extends = [s.seq_lens for s in sched.trace.steps if s.forward_mode == "EXTEND"]
+    assert extends == [(12,), (28,), (34,)]
+    sched.mem.check_idle()
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_chunked_request_with_no_room_is_retracted_before_the_last_decode_is_aborted(overlap):
+    """Page size 1, a 40-token pool: "b" (32 tokens) is chunked beside "a" decoding, and a's
+    growth leaves no slot for b's last token while a needs one too. Instead of aborting a
+    (the last running request) while b holds 31 slots, b is retracted, a finishes, and b is
+    prefilled again and finishes."""
+    sched = Scheduler(EngineConfig(page_size=1, max_total_tokens=40, chunked_prefill_size=8,
+                                   enable_mixed_chunk=True, schedule_conservativeness=0.01,
+                                   disable_overlap_schedule=not overlap, disable_cuda_graph=True),
+                      MODEL)
+    reqs = [Req("a", [1], SamplingParams(max_new_tokens=10)),
+            Req("b", [2] * 32, SamplingParams(max_new_tokens=1), arrival_time=0.03)]
+    drive(sched, ScriptedRunner(MODEL.vocab_size), reqs)
+    recs = sched.trace.requests
+    ends = [(recs[r].finish_reason.type, recs[r].output_len) for r in "ab"]
+    assert ends == [("length", 10), ("length", 1)], recs["a"].finish_reason
+    assert recs["b"].num_retractions == 1
+    sched.mem.check_idle()

@@ -115,10 +115,10 @@ def test_retraction_takes_fewest_outputs_first_and_loses_no_token(monkeypatch):
     seen = []
     original = ScheduleBatch.retract_decode
 
-    def spy(batch):
+    def spy(batch, held=None):
         before = [(len(r.output_ids), -len(r.origin_input_ids), r.rid) for r in batch.reqs]
-        result = original(batch)
-        seen.append((before, [r.rid for r in result.retracted]))
+        result = original(batch, held)
+        seen.append((before, [r.rid for r in result.retracted if r is not held]))
         return result
 
     monkeypatch.setattr(ScheduleBatch, "retract_decode", spy)

@@ -10,13 +10,14 @@ from hypothesis import event, given, settings
 
 from shared import SamplingParams
 from shared.engine_config import EngineConfig, ModelInfo
+from shared.invalid_request import InvalidRequestError
 from shared.req import Req
 from shared.schedule_batch import ScheduleBatch
 from shared.scheduler import Scheduler
 from shared.trace import Trace
 from sim.shadow_kv import ShadowKV
 from tests.scripted_runner import ScriptedRunner, default_token, drive
-from tests.strategies import scheduler_cases
+from tests.strategies import kv_pressure_cases, scheduler_cases
 
 MODEL = ModelInfo(vocab_size=64, eos_token_ids=(0,), context_length=256)
 
@@ -174,3 +175,33 @@ def test_admission_reads_each_running_requests_remaining_tokens_from_the_arrays(
         m.setattr(ScheduleBatch, "remaining_new_tokens", checking)
         _run(case)
     event(f"admissions with running requests: {'some' if any(checked) else 'none'}")
+
+
+@settings(max_examples=max(200, settings.default.max_examples))
+@given(case=kv_pressure_cases())
+def test_under_kv_pressure_only_a_request_that_exceeds_the_pool_alone_is_refused(case):
+    """Liveness: a request whose prompt + max_new_tokens + page_size fits the KV pool alone
+    finishes whole (by length), however the others press on the pool: never aborted for
+    memory while a retraction or a held-back chunk could free it, no stall, no leak. One
+    that does not fit is refused at submission, naming the pool."""
+    config, reqs = case
+    sched = Scheduler(EngineConfig(**config), MODEL)
+    pool, ps = sched.config.max_total_tokens, sched.config.page_size
+    accepted = []
+    for i, (prompt, max_new, arrival, ignore_eos) in enumerate(reqs):
+        req = Req(f"r{i}", prompt, SamplingParams(max_new_tokens=max_new, ignore_eos=ignore_eos),
+                  arrival_time=arrival)
+        if len(prompt) + max_new + ps < pool:
+            accepted.append(req)  # NOTE: drive submits it, and fails if it is refused
+            continue
+        with pytest.raises(InvalidRequestError, match="does not fit the KV pool"):
+            sched.add_request(req)
+    drive(sched, CheckingRunner(sched, accepted), accepted)
+    for req in accepted:
+        rec = sched.trace.requests[req.rid]
+        want = ("length", req.sampling_params.max_new_tokens)
+        assert (rec.finish_reason.type, rec.output_len) == want, (req.rid, rec.finish_reason)
+    retractions = sum(r.num_retractions for r in sched.trace.requests.values())
+    event(f"retractions: {'some' if retractions else 'none'}")
+    event(f"refused: {len(reqs) - len(accepted)}")
+    sched.mem.check_idle()
