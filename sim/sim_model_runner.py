@@ -57,9 +57,11 @@ class SimModelRunner:
 
     def sample(self, output: RunnerOutput, forward_batch: ForwardBatch) -> np.ndarray:
         fb = forward_batch
-        if not fb.forward_mode.is_decode():  # NOTE: every request's first token is a prefill's
-            self.token_source.add_requests(fb.rids, fb.sampling_params)
-        return self.token_source.token_ids(fb.rids, self.output_indices(fb))
+        if fb.forward_mode.is_decode():
+            return self.token_source.token_ids(fb.rids, self._decode_indices(fb))
+        # NOTE: every request's first token is a prefill's: the source is told its parameters
+        self.token_source.add_requests(fb.rids, fb.sampling_params)
+        return self.token_source.token_ids(fb.rids, output_lens(fb))
 
     def decode_run_tokens(self, rids: tuple[str, ...], output_lens: np.ndarray, steps: int) -> np.ndarray:
         """[k, B] the ids `sample` would return over the next k <= `steps` decode steps of
@@ -86,8 +88,10 @@ class SimModelRunner:
         of its `rids` tuple (a batch keeps that tuple until its requests change; identity, not
         equality, so another run reusing rids never hits), and indices = seq_lens - prompt_lens
         while the same requests keep decoding."""
-        if not fb.forward_mode.is_decode():
-            return output_lens(fb)
+        return self._decode_indices(fb) if fb.forward_mode.is_decode() else output_lens(fb)
+
+    def _decode_indices(self, fb: ForwardBatch) -> np.ndarray:
+        """output_indices of a DECODE batch."""
         rids, prompt_lens = self._decode
         if fb.rids is not rids:
             prompt_lens = fb.seq_lens - output_lens(fb)
