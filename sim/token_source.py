@@ -8,14 +8,14 @@ tokens and the tokens cannot change the schedule in ways the recorded run did no
   capacity planning. Requests end at their `max_new_tokens` (workloads set it to the output
   length, with `ignore_eos`), or at a stop_token_ids id drawn at or after their
   `min_new_tokens` (before it, stop ids are never drawn, as SGLang's penalizer masks them).
+- `ReplayTokenSource(trace)`: the ids a recorded run produced (`RequestRecord.output_ids`),
+  and, through `finished`, the requests that run ended for reasons no token explains (a stop
+  string, an abort), so a replay ends each request where the recording did.
 
 A source whose ids depend on a request's sampling parameters (the synthetic one's, on
 stop_token_ids and min_new_tokens) is told them by `add_requests` before the request's
 first token is drawn (`SimModelRunner.sample` does, at each prefill); they are part of the
 request, so the ids are still a function of (rid, index).
-- `ReplayTokenSource(trace)`: the ids a recorded run produced (`RequestRecord.output_ids`),
-  and, through `finished`, the requests that run ended for reasons no token explains (a stop
-  string, an abort), so a replay ends each request where the recording did.
 
 `finished(batch, ids)` has the driver's `finished_hook` signature: it is called before
 `Scheduler.process_batch_result` and returns the rid -> FinishReason map to pass as
