@@ -179,7 +179,7 @@ class SimulatedOnlineEngine:
             return
         self._listeners[req.rid] = (req, on_event, [0])
         if self._lengths is not None and not req.sampling_params.ignore_eos:
-            self._ends[req.rid] = self._lengths.length(req.rid)
+            self._ends[req.rid] = self._lengths.length(req.rid, req.sampling_params.min_new_tokens)
 
     def _abort_all(self) -> None:
         self._drop_arrived(None, "the server is shutting down")

@@ -5,7 +5,8 @@ that length is the model's EOS, so the scheduler ends the request with finish re
 the trace records the EOS and a replay of it ends the request at the same token.
 
 A request with `ignore_eos` runs to its `max_tokens` regardless; one whose draw is past its
-`max_tokens` ends there with finish reason length.
+`max_tokens` ends there with finish reason length; one with `min_new_tokens` generates at
+least that many tokens before its EOS.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ class OutputLengths:
     eos_token_id: int
     seed: int = 0
 
-    def length(self, rid: str) -> int:
-        """The request's answer length in tokens (>= 1), the same in every process."""
+    def length(self, rid: str, min_new_tokens: int = 0) -> int:
+        """The request's answer length in tokens, the same in every process: the draw, or
+        min_new_tokens + 1 if that is longer (the EOS is masked while fewer than
+        min_new_tokens tokens were generated, as SGLang's min_new_tokens penalizer masks it)."""
         digest = hashlib.blake2b(f"{self.seed}\x00{rid}".encode(), digest_size=8).digest()
         rng = np.random.default_rng(int.from_bytes(digest, "little"))
-        return int(self.dist.sample(rng, 1)[0])
+        return max(int(self.dist.sample(rng, 1)[0]), min_new_tokens + 1)
 
     def with_eos(self, reqs, ids: np.ndarray, ends: dict[str, int]) -> np.ndarray:
         """[B] `ids` (one sampled id per request of the step) with the EOS in place of the

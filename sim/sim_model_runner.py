@@ -4,7 +4,8 @@
 (`cuda_graph_batch_sizes(config)`, `can_run_graph`, `padded_batch_size`), prices the batch
 at the size it runs at with a `CostModel`, and returns the spec's logit rows with no logits
 (`RunnerOutput.duration` is the priced step time). `sample` takes one id per request from a
-`TokenSource`, for output index `len(output_ids)`; the scheduler discards the id of an
+`TokenSource`, for output index `len(output_ids)` (told the sampling parameters of an
+EXTEND or MIXED batch's requests first: `TokenSource.add_requests`); the scheduler discards the id of an
 intermediate prefill chunk (it records -1), but the runner still returns one per row.
 """
 
@@ -55,7 +56,12 @@ class SimModelRunner:
                             padded_batch_size=padded, duration=duration)
 
     def sample(self, output: RunnerOutput, forward_batch: ForwardBatch) -> np.ndarray:
-        return self.token_source.token_ids(forward_batch.rids, self.output_indices(forward_batch))
+        fb = forward_batch
+        if fb.forward_mode.is_decode():
+            return self.token_source.token_ids(fb.rids, self._decode_indices(fb))
+        # NOTE: every request's first token is a prefill's: the source is told its parameters
+        self.token_source.add_requests(fb.rids, fb.sampling_params)
+        return self.token_source.token_ids(fb.rids, output_lens(fb))
 
     def decode_run_tokens(self, rids: tuple[str, ...], output_lens: np.ndarray, steps: int) -> np.ndarray:
         """[k, B] the ids `sample` would return over the next k <= `steps` decode steps of
@@ -82,8 +88,10 @@ class SimModelRunner:
         of its `rids` tuple (a batch keeps that tuple until its requests change; identity, not
         equality, so another run reusing rids never hits), and indices = seq_lens - prompt_lens
         while the same requests keep decoding."""
-        if not fb.forward_mode.is_decode():
-            return output_lens(fb)
+        return self._decode_indices(fb) if fb.forward_mode.is_decode() else output_lens(fb)
+
+    def _decode_indices(self, fb: ForwardBatch) -> np.ndarray:
+        """output_indices of a DECODE batch."""
         rids, prompt_lens = self._decode
         if fb.rids is not rids:
             prompt_lens = fb.seq_lens - output_lens(fb)

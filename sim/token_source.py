@@ -6,10 +6,16 @@ tokens and the tokens cannot change the schedule in ways the recorded run did no
 
 - `SyntheticTokenSource(seed, vocab_size, eos_token_ids)`: seeded ids that are never EOS, for
   capacity planning. Requests end at their `max_new_tokens` (workloads set it to the output
-  length, with `ignore_eos`).
+  length, with `ignore_eos`), or at a stop_token_ids id drawn at or after their
+  `min_new_tokens` (before it, stop ids are never drawn, as SGLang's penalizer masks them).
 - `ReplayTokenSource(trace)`: the ids a recorded run produced (`RequestRecord.output_ids`),
   and, through `finished`, the requests that run ended for reasons no token explains (a stop
   string, an abort), so a replay ends each request where the recording did.
+
+A source whose ids depend on a request's sampling parameters (the synthetic one's, on
+stop_token_ids and min_new_tokens) is told them by `add_requests` before the request's
+first token is drawn (`SimModelRunner.sample` does, at each prefill); they are part of the
+request, so the ids are still a function of (rid, index).
 
 `finished(batch, ids)` has the driver's `finished_hook` signature: it is called before
 `Scheduler.process_batch_result` and returns the rid -> FinishReason map to pass as
@@ -18,32 +24,32 @@ tokens and the tokens cannot change the schedule in ways the recorded run did no
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from shared.finish_reason import FinishReason
+from sim.seeded_ids import GOLDEN, MASK_64, IdDraw, mix, splitmix64, splitmix64_int
 
 if TYPE_CHECKING:
+    from shared.sampling_params import SamplingParams
     from shared.schedule_batch import ScheduleBatch
     from shared.trace import Trace
-
-# splitmix64 (Steele, Lea, Flood 2014): state_i = key + (i + 1) * GOLDEN, output = mix(state_i).
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
-MIX_2 = np.uint64(0x94D049BB133111EB)
-SHIFTS = (np.uint64(30), np.uint64(27), np.uint64(31))
-MASK_64 = (1 << 64) - 1
 
 
 class TokenSource(ABC):
     """Contract: `token_ids(rids, indices)[i]` is output token `indices[i]` of request
-    `rids[i]`, an int64 in [0, vocab_size), depending on that pair only. `finished_after`
-    and `finished` name the requests the source ends (none by default)."""
+    `rids[i]`, an int64 in [0, vocab_size), depending on that pair (and the request's
+    sampling parameters, told by `add_requests`) only. `finished_after` and `finished`
+    name the requests the source ends (none by default)."""
+
+    def add_requests(self, rids: Sequence[str], params: Sequence[SamplingParams]) -> None:
+        """Told each request's sampling parameters (rids[i] has params[i]) before its first
+        token is drawn; again, harmlessly, at each of its prefill chunks. By default unused."""
+        return None
 
     @abstractmethod
     def token_ids(self, rids: Sequence[str], indices: Sequence[int]) -> np.ndarray:
@@ -70,59 +76,11 @@ class TokenSource(ABC):
         return {}
 
 
-def splitmix64(z: np.ndarray, keys_plus_golden: np.ndarray) -> np.ndarray:
-    """uint64 element-wise: output z of the splitmix64 stream seeded with key, computed in
-    place in `z` (wrapping). Takes key + GOLDEN, as the state (z + 1) * GOLDEN + key equals
-    z * GOLDEN + (key + GOLDEN)."""
-    z *= GOLDEN
-    z += keys_plus_golden
-    return _mix(z)
-
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's output function of the states `z`, in place (one scratch array)."""
-    t = z >> SHIFTS[0]
-    z ^= t
-    z *= MIX_1
-    np.right_shift(z, SHIFTS[1], out=t)
-    z ^= t
-    z *= MIX_2
-    np.right_shift(z, SHIFTS[2], out=t)
-    z ^= t
-    return z
-
-
-def splitmix64_int(z: int, key_plus_golden: int) -> int:
-    """`splitmix64` of one value, in Python ints (a single row costs ~10x less than numpy)."""
-    z = (z * int(GOLDEN) + key_plus_golden) & MASK_64
-    z ^= z >> int(SHIFTS[0])
-    z = (z * int(MIX_1)) & MASK_64
-    z ^= z >> int(SHIFTS[1])
-    z = (z * int(MIX_2)) & MASK_64
-    return z ^ (z >> int(SHIFTS[2]))
-
-
-def skip_ids(values: np.ndarray, excluded: Sequence[int]) -> np.ndarray:
-    """Map values in [0, V - len(excluded)) one-to-one onto [0, V) minus `excluded`
-    (sorted ascending, each in [0, V))."""
-    return _shift_past(values.astype(np.int64), skip_thresholds(excluded))
-
-
-def skip_thresholds(excluded: Sequence[int]) -> np.ndarray:
-    """[k] int64 e_k - k for the sorted excluded ids e (non-decreasing)."""
-    return np.asarray(excluded, dtype=np.int64) - np.arange(len(excluded))
-
-
-def _shift_past(values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-    """skip_ids on int64 values. NOTE: adding 1 at each excluded e in turn (ascending) sends
-    v to v + #{k: v >= e_k - k}; the thresholds are sorted, so one searchsorted counts them."""
-    if len(thresholds):
-        values += thresholds.searchsorted(values, side="right")
-    return values
-
-
 class SyntheticTokenSource(TokenSource):
-    """Seeded token ids, uniform over the vocabulary minus the EOS ids.
+    """Seeded token ids, uniform over the vocabulary minus the EOS ids; while a request told
+    of by `add_requests` has fewer than its min_new_tokens outputs, uniform over the
+    vocabulary minus the EOS ids and its stop_token_ids (SGLang's min_new_tokens
+    penalizer). A stop id drawn later ends the request, as the model's would.
 
     NOTE: each request's key is a BLAKE2b hash of (seed, rid), never Python's `hash`
     (salted per process), so a seed gives the same ids in every process."""
@@ -133,14 +91,43 @@ class SyntheticTokenSource(TokenSource):
         self.seed = seed
         self.vocab_size = vocab_size
         self.excluded = tuple(sorted({int(t) for t in eos_token_ids if 0 <= int(t) < vocab_size}))
-        self._choices = vocab_size - len(self.excluded)
-        self._choices_u64 = np.uint64(self._choices)
-        self._thresholds = skip_thresholds(self.excluded)
-        self._threshold_list = self._thresholds.tolist()
-        if self._choices < 1:
+        self._draw = IdDraw.of(vocab_size, self.excluded)
+        if self._draw.choices < 1:
             raise ValueError(f"no token id in [0, {vocab_size}) is not an EOS id")
         self._keys: dict[str, int] = {}
-        self._last: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0, np.uint64))
+        # NOTE: only requests whose stop ids mask more than EOS, with min_new_tokens > 0
+        self._masks: dict[str, StopMask] = {}
+        self._draws: dict[frozenset[int], IdDraw] = {}   # stop ids -> their draw, shared
+        self._last: tuple[tuple[str, ...], np.ndarray, Masked] = NO_BATCH
+
+    def add_requests(self, rids: Sequence[str], params: Sequence[SamplingParams]) -> None:
+        for rid, p in zip(rids, params, strict=True):
+            if p.min_new_tokens and p.stop_token_ids:
+                self._set_mask(rid, self._stop_mask(rid, p.min_new_tokens, p.stop_token_ids))
+            elif self._masks:  # NOTE: a rid told again with other parameters
+                self._set_mask(rid, None)
+
+    def _stop_mask(self, rid: str, min_new_tokens: int, stop_ids: frozenset[int]) -> StopMask | None:
+        """The request's mask, or None when its stop ids are all EOS ids (never drawn)."""
+        draw = self._draws.get(stop_ids)
+        if draw is None:
+            masked = sorted({*self.excluded, *(t for t in stop_ids if 0 <= t < self.vocab_size)})
+            draw = self._draws[stop_ids] = IdDraw.of(self.vocab_size, masked)
+        if draw.choices < 1:
+            raise ValueError(f"request {rid!r}: its stop_token_ids and the EOS ids cover the "
+                             f"vocabulary, so no token can be drawn before min_new_tokens")
+        return StopMask(min_new_tokens, draw) if draw.choices < self._draw.choices else None
+
+    def _set_mask(self, rid: str, mask: StopMask | None) -> None:
+        old = self._masks.get(rid)
+        if old is mask or (old is not None and mask is not None and old.min_new_tokens
+                           == mask.min_new_tokens and old.draw is mask.draw):
+            return
+        if mask is None:
+            del self._masks[rid]
+        else:
+            self._masks[rid] = mask
+        self._last = NO_BATCH   # NOTE: the cached batch may hold rid
 
     def _key(self, rid: str) -> int:
         """The request's key + GOLDEN (mod 2**64), what `splitmix64` takes."""
@@ -150,38 +137,70 @@ class SyntheticTokenSource(TokenSource):
             key = self._keys[rid] = (int.from_bytes(digest, "little") + int(GOLDEN)) & MASK_64
         return key
 
-    def _batch_keys(self, rids: Sequence[str]) -> np.ndarray:
-        """[B] uint64 keys + GOLDEN; the last batch's are reused when its rids repeat (decode)."""
-        last_rids, last_keys = self._last
+    def _batch(self, rids: Sequence[str]) -> tuple[np.ndarray, Masked]:
+        """[B] uint64 keys + GOLDEN, and the (column, mask) of the batch's masked requests;
+        the last batch's are reused when its rids repeat (decode)."""
+        last_rids, last_keys, last_masked = self._last
         if rids == last_rids:
-            return last_keys
+            return last_keys, last_masked
         try:
             keys = np.fromiter(map(self._keys.__getitem__, rids), np.uint64, len(rids))
         except KeyError:  # a request seen for the first time
             keys = np.array([self._key(r) for r in rids], dtype=np.uint64)
-        self._last = (rids if isinstance(rids, tuple) else tuple(rids), keys)
-        return keys
+        masked = tuple((i, m) for i, m in enumerate(map(self._masks.get, rids))
+                       if m is not None) if self._masks else ()
+        self._last = (rids if isinstance(rids, tuple) else tuple(rids), keys, masked)
+        return keys, masked
 
     def token_ids(self, rids: Sequence[str], indices: Sequence[int]) -> np.ndarray:
         if len(rids) == 1:  # e.g. a prefill of one request: the same id, in Python ints
-            raw = splitmix64_int(int(indices[0]), self._key(rids[0]))
-            skip = bisect.bisect_right(self._threshold_list, raw % self._choices)
-            return np.array([raw % self._choices + skip], dtype=np.int64)
+            index = int(indices[0])
+            raw = splitmix64_int(index, self._key(rids[0]))
+            mask = self._masks.get(rids[0]) if self._masks else None
+            draw = mask.draw if mask is not None and index < mask.min_new_tokens else self._draw
+            return np.array([draw.pick(raw)], dtype=np.int64)
+        keys, masked = self._batch(rids)
         z = np.asarray(indices, dtype=np.int64).astype(np.uint64)              # [B], a copy
-        return self._ids(splitmix64(z, self._batch_keys(rids)))
+        ids = self._draw.ids(splitmix64(z, keys))
+        if masked:
+            self._redraw_masked(ids[None], np.asarray(indices, dtype=np.int64), keys, masked)
+        return ids
 
     def token_matrix(self, rids: Sequence[str], first_indices: np.ndarray, steps: int) -> np.ndarray:
         # NOTE: the state of step j is (first + j) * GOLDEN + key + GOLDEN: j * GOLDEN plus a [B] base
-        base = np.asarray(first_indices, dtype=np.int64).astype(np.uint64)    # [B], a copy
+        keys, masked = self._batch(rids)
+        first = np.asarray(first_indices, dtype=np.int64)
+        base = first.astype(np.uint64)                                       # [B], a copy
         base *= GOLDEN
-        base += self._batch_keys(rids)
+        base += keys
         steps_golden = np.arange(steps, dtype=np.uint64)
         steps_golden *= GOLDEN
-        return self._ids(_mix(np.add.outer(steps_golden, base)))             # [k, B]
+        ids = self._draw.ids(mix(np.add.outer(steps_golden, base)))       # [k, B]
+        if masked:
+            self._redraw_masked(ids, first, keys, masked)
+        return ids
 
-    def _ids(self, raw: np.ndarray) -> np.ndarray:
-        raw %= self._choices_u64
-        return _shift_past(raw.view(np.int64), self._thresholds)   # < 2**63: same values
+    @staticmethod
+    def _redraw_masked(ids: np.ndarray, first: np.ndarray, keys: np.ndarray,
+                       masked: Masked) -> None:
+        """Redraw, in place, the ids ([k, B], row j: output first + j) a masked request
+        draws before its min_new_tokens (first: [B] int64 output index of row 0)."""
+        for col, mask in masked:
+            n = min(len(ids), mask.min_new_tokens - int(first[col]))
+            if n > 0:
+                z = np.arange(first[col], first[col] + n, dtype=np.uint64)   # [n]
+                ids[:n, col] = mask.draw.ids(splitmix64(z, keys[col]))
+
+
+class StopMask(NamedTuple):
+    """A request's draw (EOS and stop ids excluded) for its outputs before min_new_tokens."""
+
+    min_new_tokens: int
+    draw: IdDraw
+
+
+Masked = tuple[tuple[int, StopMask], ...]   # (column in the batch, its mask)
+NO_BATCH: tuple[tuple[str, ...], np.ndarray, Masked] = ((), np.zeros(0, np.uint64), ())
 
 
 def ends_externally(reason: FinishReason | None) -> bool:

@@ -387,3 +387,31 @@ def generator_workloads(model_info) -> st.SearchStrategy:
         _recorded(model_info.vocab_size),
         workloads(model_info, max_requests=6, max_prompt_len=12, max_output_len=4),
     )
+
+
+# --- min_new_tokens and stop_token_ids (tests/test_min_new_tokens.py) -------------------------
+
+@st.composite
+def stop_params(draw, vocab_size: int, max_new_tokens: int) -> dict:
+    """SamplingParams keywords that make stop ids likely: stop_token_ids a run of ids (up to
+    the whole vocabulary, EOS 0 included) plus a few others, never one id `keep` (>= 1, so a
+    token can always be drawn before min_new_tokens); min_new_tokens in [0, max_new_tokens];
+    ignore_eos now and then; greedy or sampled."""
+    keep = draw(st.integers(1, vocab_size - 1))
+    start, n = draw(st.integers(0, vocab_size - 1)), draw(st.integers(0, vocab_size))
+    stops = {(start + i) % vocab_size for i in range(n)}
+    stops |= set(draw(st.lists(st.integers(0, vocab_size - 1), max_size=3)))
+    stops.discard(keep)
+    return {"max_new_tokens": max_new_tokens,
+            "min_new_tokens": draw(st.integers(0, max_new_tokens)),
+            "stop_token_ids": sorted(stops), "ignore_eos": draw(st.integers(0, 4)) == 0,
+            "temperature": draw(st.sampled_from((0.0, 1.0))),
+            "sampling_seed": draw(st.integers(0, 2**16))}
+
+
+@st.composite
+def stop_token_cases(draw, vocab_size: int):
+    """A scheduler case (`scheduler_cases`) whose requests carry `stop_params`."""
+    config, reqs = draw(scheduler_cases())
+    return config, [(prompt, draw(stop_params(vocab_size, max_new)), arrival)
+                    for prompt, max_new, arrival in reqs]

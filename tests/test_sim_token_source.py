@@ -3,13 +3,14 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import FinishReason, SamplingParams
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.trace import RequestRecord, Trace
-from sim.token_source import ReplayTokenSource, SyntheticTokenSource, skip_ids
+from sim.seeded_ids import skip_ids
+from sim.token_source import ReplayTokenSource, SyntheticTokenSource
 
 EOS = (0, 3, 7)
 
@@ -55,6 +56,62 @@ def test_synthetic_refuses_a_vocabulary_of_only_eos():
     """No id left to emit is a clear error."""
     with pytest.raises(ValueError, match="not an EOS id"):
         SyntheticTokenSource(0, 2, eos_token_ids=(0, 1))
+
+
+@settings(max_examples=max(200, settings.default.max_examples))
+@given(st.lists(st.tuples(st.integers(0, 12), st.sets(st.integers(2, 15), max_size=14),
+                          st.integers(0, 16)), min_size=1, max_size=5),
+       st.integers(1, 16), st.permutations(range(5)))
+def test_a_request_draws_no_stop_id_before_its_min_new_tokens_in_any_batch(reqs, steps, order):
+    """A request told of its stop ids and min_new_tokens draws neither those nor EOS before
+    it, and its ids stay a function of (rid, index): the same one row at a time, in a batch,
+    in a decode run's matrix, and from a fresh source told of it alone."""
+    rids = tuple(f"r{i}" for i in range(len(reqs)))
+    params = [SamplingParams(max_new_tokens=40, min_new_tokens=m, stop_token_ids=sorted(stops))
+              for m, stops, _ in reqs]
+    first = np.array([f for _, _, f in reqs])
+    source = SyntheticTokenSource(3, 16, eos_token_ids=(0,))
+    source.add_requests(rids, params)
+    matrix = source.token_matrix(rids, first, steps)                           # [steps, B]
+    for j in range(steps):
+        assert source.token_ids(rids, first + j).tolist() == matrix[j].tolist()
+    picked = [i for i in order if i < len(rids)]
+    again = source.token_matrix(tuple(rids[i] for i in picked), first[picked], steps)
+    assert again.tolist() == matrix[:, picked].tolist()
+    for i, (rid, p) in enumerate(zip(rids, params, strict=True)):
+        alone = SyntheticTokenSource(3, 16, eos_token_ids=(0,))
+        alone.add_requests((rid,), (p,))
+        ids = [alone.token_ids((rid,), [first[i] + j])[0] for j in range(steps)]
+        assert ids == matrix[:, i].tolist()
+        masked = {0, *p.stop_token_ids} if p.stop_token_ids else {0}
+        assert not masked & set(ids[:max(0, p.min_new_tokens - first[i])])
+
+
+def test_stop_ids_are_drawn_from_min_new_tokens_on():
+    """Past min_new_tokens a stop id is as likely as any other id (it ends the request, as
+    the model's would); before it, never; EOS never."""
+    source = SyntheticTokenSource(3, 16, eos_token_ids=(0,))
+    stops = set(range(8, 16))
+    source.add_requests(("a",), (SamplingParams(min_new_tokens=50, stop_token_ids=sorted(stops)),))
+    ids = source.token_ids(("a",) * 400, list(range(400))).tolist()
+    assert not stops & set(ids[:50]) and stops <= set(ids[50:]) and 0 not in ids
+
+
+def test_stop_ids_covering_the_vocabulary_before_min_new_tokens_are_a_clear_error():
+    """No id left to draw before min_new_tokens is refused, naming the request."""
+    source = SyntheticTokenSource(0, 4, eos_token_ids=(0,))
+    with pytest.raises(ValueError, match=r"'a'.*cover the vocabulary"):
+        source.add_requests(("a",), (SamplingParams(min_new_tokens=1, stop_token_ids=[1, 2, 3]),))
+
+
+def test_a_rid_told_again_without_min_new_tokens_draws_unmasked_ids():
+    """Telling the source a request's parameters again replaces what it knew of the rid."""
+    source = SyntheticTokenSource(3, 16, eos_token_ids=(0,))
+    plain = source.token_ids(("a", "b"), [0, 0]).tolist()
+    source.add_requests(("a",), (SamplingParams(min_new_tokens=5, stop_token_ids=list(range(1, 15))),))
+    assert source.token_ids(("a", "b"), [0, 0]).tolist() == [15, plain[1]]
+    source.add_requests(("a",), (SamplingParams(),))
+    assert source.token_ids(("a", "b"), [0, 0]).tolist() == plain
 
 
 def test_skip_ids_maps_onto_the_vocabulary_minus_excluded():
