@@ -179,7 +179,7 @@ def test_a_disaggregated_run_leaves_no_scheduler_to_the_cyclic_collector():
     from shared.scheduler import Scheduler
 
     def tracked() -> int:
-        return sum(isinstance(o, Scheduler) for o in gc.get_objects())
+        return sum(type(o) is Scheduler for o in gc.get_objects())
 
     gc.collect()
     gc.disable()

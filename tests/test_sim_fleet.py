@@ -159,7 +159,7 @@ def test_the_same_seed_gives_the_same_fleet_run():
 def _schedulers_tracked() -> int:
     from shared.scheduler import Scheduler
 
-    return sum(isinstance(o, Scheduler) for o in gc.get_objects())
+    return sum(type(o) is Scheduler for o in gc.get_objects())
 
 
 @pytest.mark.parametrize("router, turns", [("least_load", 1), ("round_robin", 2)])
