@@ -272,12 +272,19 @@ class RooflineCostModel(CostModel):
         return self.hardware.interconnect_bw * self.effective_efficiencies.interconnect
 
     def linear_time(self, shape: BatchShape) -> float:
-        r, decode = self._rates, shape.forward_mode.is_decode_or_idle()
-        return max(*self._linear_terms(shape)) + (r.latency.linear if decode
-                                                   else r.latency.naive_linear)
+        r = self._rates
+        # NOTE: without MLA (kv_up 0) a decode's and an extend's GEMMs are the same kernels.
+        if r.kv_up_per_kv_token == 0 or shape.forward_mode.is_decode_or_idle():
+            return max(shape.rows * r.linear_per_row, r.linear_weights) + r.latency.linear
+        return max(shape.rows * r.naive_linear_per_row + shape.kv_tokens * r.kv_up_per_kv_token,
+                   r.linear_weights) + r.latency.naive_linear
 
     def attention_time(self, shape: BatchShape) -> float:
-        return max(*self._attention_terms(shape)) + self._rates.latency.attention
+        r = self._rates
+        per_pair = (r.attention_per_pair if shape.forward_mode.is_decode_or_idle()
+                    else r.naive_attention_per_pair)
+        return max(shape.attention_pairs * per_pair,
+                   shape.kv_tokens * r.attention_per_kv_token) + r.latency.attention
 
     def lm_head_time(self, shape: BatchShape) -> float:
         return self.lm_head_time_rows(shape.padded_lm_head_rows)
@@ -288,4 +295,4 @@ class RooflineCostModel(CostModel):
 
     def allreduce_time(self, shape: BatchShape) -> float:
         """Two all-reduces per layer of a [rows, hidden] activation (`AllReduces`)."""
-        return self._rates.allreduces.seconds(shape.rows)
+        return 0.0 if self.tp == 1 else self._rates.allreduces.seconds(shape.rows)

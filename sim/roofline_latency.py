@@ -9,6 +9,9 @@
   protocol for its size (`sim.collectives`, ALLREDUCE_SOURCE). A large message keeps the
   latency-free ring's bandwidth term (NCCL's Simple ring moves 2 (n - 1) / n of it per link);
   a small one pays NCCL's latency, microseconds where its bytes take nanoseconds.
+
+NOTE: the routed experts' kernels (six per sparse layer in the kernel model), the LM head's
+GEMM and its logits all-gather carry no latency here; the kernel model's do.
 """
 
 from __future__ import annotations

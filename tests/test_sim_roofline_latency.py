@@ -14,6 +14,7 @@ from sim.hardware import get_hardware
 from sim.kernel_cost_model import KernelCostModel
 from sim.model_shapes import get_model_shape
 from sim.roofline import RooflineCostModel
+from sim.roofline_latency import AllReduces
 from tests.strategies import dense_decode_cases
 
 H100 = get_hardware("h100")
@@ -84,6 +85,15 @@ def test_the_roofline_allreduce_is_the_kernel_models_nccl_model():
     for rows in (1, 64, 4096):
         one = allreduce_time(rows * 8192 * 2, 8, LINK).total
         assert model.allreduce_time(_decode([10] * rows)) == pytest.approx(160 * one)
+
+
+def test_allreduces_over_arrays_are_each_steps_own_floats():
+    """`AllReduces.seconds_over` (decode_step_bounds, extend_step_bounds) gives `seconds`'
+    floats, step by step, across the protocols' crossovers and for a step of no rows."""
+    reduces = AllReduces(160, 8192 * 2, 8, LINK)
+    rows = np.array([0, 1, 7, 64, 300, 2048, 9000, 100_000], dtype=np.int64)
+    assert reduces.seconds_over(rows).tolist() == [reduces.seconds(int(r)) for r in rows]
+    assert AllReduces(160, 8192 * 2, 1, LINK).seconds_over(rows).tolist() == [0.0] * len(rows)
 
 
 def test_tp_1_has_no_allreduce_latency():
