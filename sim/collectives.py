@@ -42,17 +42,23 @@ class Collective:
         return self.latency + self.transfer
 
 
+def allreduce_candidates(ranks: int, bus_bw: float) -> tuple[tuple[float, float], ...]:
+    """(latency seconds, algorithm bandwidth bytes/s) of each ring and tree protocol of an
+    all-reduce over `ranks` >= 2 GPUs: a message of b bytes takes latency + b / bandwidth."""
+    steps = 2 * (ranks - 1)
+    ring = tuple(((RING_BASE_US[p] + steps * RING_HOP_US[p]) * 1e-6,
+                  bus_bw * RING_BW_FACTOR[p] * ranks / steps) for p in range(3))
+    tree_bw = min(0.9 * bus_bw, TREE_BW_CAP) / 2
+    return ring + tuple(((TREE_BASE_US[p] + steps * TREE_HOP_US[p]) * 1e-6,
+                         tree_bw * TREE_BW_FACTOR[p]) for p in range(3))
+
+
 def allreduce_time(nbytes: float, ranks: int, bus_bw: float) -> Collective:
     """The fastest ring or tree all-reduce of `nbytes` over `ranks` GPUs."""
     if ranks <= 1 or nbytes <= 0:
         return Collective(0.0, 0.0)
-    steps = 2 * (ranks - 1)
-    ring = [Collective((RING_BASE_US[p] + steps * RING_HOP_US[p]) * 1e-6,
-                       nbytes / (bus_bw * RING_BW_FACTOR[p] * ranks / steps)) for p in range(3)]
-    tree_bw = min(0.9 * bus_bw, TREE_BW_CAP) / 2
-    tree = [Collective((TREE_BASE_US[p] + steps * TREE_HOP_US[p]) * 1e-6,
-                       nbytes / (tree_bw * TREE_BW_FACTOR[p])) for p in range(3)]
-    return min(ring + tree, key=lambda c: c.total)
+    return min((Collective(latency, nbytes / bw)
+                for latency, bw in allreduce_candidates(ranks, bus_bw)), key=lambda c: c.total)
 
 
 def allgather_time(nbytes: float, ranks: int, bus_bw: float) -> Collective:

@@ -4,10 +4,13 @@ Per step, per tensor-parallel rank (tp divides linear FLOPs and weight bytes, at
 KV heads while tp <= kv_heads, and the LM head, which is vocab-parallel):
 
     linear    = max(rows * linear FLOPs/token / linear rate, linear weight bytes / mem rate)
+                + (GEMMs + elementwise kernels) * kernel latency     (`sim.roofline_latency`)
     attention = max(causal pairs * FLOPs/pair / attn rate, KV tokens read * KV bytes / mem rate)
+                + layers * kernel latency
     lm_head   = max(LM-head rows * 2 * hidden * vocab / linear rate, LM-head bytes / mem rate)
     allreduce = 2 per layer (1 in a sparse layer under ep > 1, whose experts combine by the
-                all-to-all), ring: 2 (tp - 1) / tp * rows * hidden * activation bytes / link rate
+                all-to-all) of rows * hidden * activation bytes, NCCL's alpha-beta model at
+                the link rate (`sim.roofline_latency`; a large one 2 (tp - 1) / tp bytes / rate)
     experts, alltoall = the routed experts and their dispatch/combine (`sim.expert_cost`)
     overhead  = per_step + per_layer * layers
 
@@ -24,7 +27,6 @@ not priced.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -43,23 +45,8 @@ from sim.parallelism import (
     kv_bytes_per_token_per_rank,
 )
 from sim.precision import DTYPE_BYTES, WEIGHT_ONLY_DTYPES
-
-OVERHEAD_SOURCE = ("BLIS: ~126 us per step + 32 us per layer of CPU/launch overhead "
-                   "(reference/simulators.md §9)")
-
-
-@dataclass(frozen=True)
-class Overheads:
-    """Fixed seconds per step and per decoder layer (defaults: OVERHEAD_SOURCE)."""
-
-    per_step: float = 126e-6
-    per_layer: float = 32e-6
-
-    def __post_init__(self) -> None:
-        for name in ("per_step", "per_layer"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"Overheads.{name} must be a finite number >= 0, got {value!r}")
+from sim.roofline_latency import AllReduces, KernelLatency, kernel_latency
+from sim.roofline_overheads import Overheads
 
 
 class _Rates(NamedTuple):
@@ -67,6 +54,7 @@ class _Rates(NamedTuple):
 
     linear_per_row: float            # decode (MLA absorbed)
     linear_weights: float
+    latency: KernelLatency
     attention_per_pair: float        # decode (MLA absorbed)
     attention_per_kv_token: float
     naive_linear_per_row: float      # extend (MLA naive; = linear_per_row without MLA)
@@ -74,7 +62,7 @@ class _Rates(NamedTuple):
     kv_up_per_kv_token: float        # extend: MLA's kv_b per KV token (0 without MLA)
     lm_head_per_row: float
     lm_head_weights: float
-    allreduce_per_row: float
+    allreduces: AllReduces
     overhead: float
 
 
@@ -110,17 +98,18 @@ class RooflineCostModel(CostModel):
         compute, memory = self._compute_rate(self.linear_peak), self._memory_rate()
         attn_peak = self.hardware.peak_flops(self.activation_dtype) or self.hardware.flops_bf16
         attn = self._compute_rate(attn_peak)
-        ring_per_row = 2 * (tp - 1) / tp * m.hidden_size * DTYPE_BYTES[self.activation_dtype]
+        row_bytes = m.hidden_size * DTYPE_BYTES[self.activation_dtype]
         allreduces = 2 * m.num_layers - (m.num_sparse_layers if self.ep_size > 1 else 0)
         return _Rates(
             m.linear_flops_per_token / tp / compute, m.linear_weight_bytes / tp / memory,
+            kernel_latency(m, tp),
             m.attention_flops_per_pair / tp / attn,
             kv_bytes_per_token_per_rank(m, tp) / memory,
             m.naive_linear_flops_per_token / tp / compute,
             m.naive_attention_flops_per_pair / tp / attn,
             m.kv_up_flops_per_kv_token / tp / compute,
             m.lm_head_flops_per_row / tp / compute, m.lm_head_weight_bytes / tp / memory,
-            allreduces * ring_per_row / self._link_rate(),
+            AllReduces(allreduces, row_bytes, tp, self._link_rate()),
             over.per_step + over.per_layer * m.num_layers)
 
     @property
@@ -162,7 +151,8 @@ class RooflineCostModel(CostModel):
         """step_cost's parts by bound: each max(compute, memory) part on its larger side."""
         if shape.rows == 0:
             return BoundSplit(cpu=self.effective_overheads.per_step)
-        return sum_splits(self._rows_split(shape), split_max(*self._attention_terms(shape)))
+        return sum_splits(self._rows_split(shape),
+                          split_max(*self._attention_terms(shape), self.attention_time(shape)))
 
     def decode_step_bounds(self, seq_lens: Sequence[Sequence[int]], padded: Sequence[int],
                            overlap: bool = False) -> list[str]:
@@ -185,14 +175,17 @@ class RooflineCostModel(CostModel):
                     if extend and r.kv_up_per_kv_token else t.rows * r.linear_per_row)
         per_pair = r.naive_attention_per_pair if extend else r.attention_per_pair
         experts = self._expert_row_terms(t.rows)                              # [N, 3]
-        allreduce = 0.0 if self.tp == 1 else t.rows * r.allreduce_per_row
-        parts = ((linear_c, np.full(len(t.rows), r.linear_weights)),
-                 (lm_rows * r.lm_head_per_row, np.where(lm_rows > 0, r.lm_head_weights, 0.0)),
-                 (experts[:, 0], experts[:, 1]),
-                 (t.attention_pairs * per_pair, t.kv_tokens * r.attention_per_kv_token))
+        allreduce = r.allreduces.seconds_over(t.rows)
+        parts = ((linear_c, np.full(len(t.rows), r.linear_weights),
+                  r.latency.naive_linear if extend else r.latency.linear),
+                 (lm_rows * r.lm_head_per_row, np.where(lm_rows > 0, r.lm_head_weights, 0.0), 0.0),
+                 (experts[:, 0], experts[:, 1], 0.0),
+                 (t.attention_pairs * per_pair, t.kv_tokens * r.attention_per_kv_token,
+                  r.latency.attention))
         compute, memory = np.zeros(len(t.rows)), np.zeros(len(t.rows))
-        for c, m in parts:
-            compute, memory = compute + np.where(c > m, c, 0.0), memory + np.where(c > m, 0.0, m)
+        for c, m, latency in parts:   # NOTE: split_max(c, m, max(c, m) + latency)'s floats
+            compute = compute + np.where(c > m, c + latency, 0.0)
+            memory = memory + np.where(c > m, 0.0, m + latency)
         empty = t.rows == 0   # NOTE: a step of no rows is priced as its per-step overhead alone
         return bounds_of(np.where(empty, 0.0, compute), np.where(empty, 0.0, memory),
                          np.where(empty, 0.0, allreduce + experts[:, 2]),
@@ -215,12 +208,13 @@ class RooflineCostModel(CostModel):
         r, lm_rows = self._rates, shape.padded_lm_head_rows
         lm_head = (lm_rows * r.lm_head_per_row, r.lm_head_weights) if lm_rows else (0.0, 0.0)
         collectives = self.allreduce_time(shape) + self.expert_times(shape.rows)[1]
-        return sum_splits(split_max(*self._linear_terms(shape)), split_max(*lm_head),
+        return sum_splits(split_max(*self._linear_terms(shape), self.linear_time(shape)),
+                          split_max(*lm_head),
                           split_max(*self._expert_terms(shape.rows)),
                           BoundSplit(communication=collectives, cpu=r.overhead))
 
     def _linear_terms(self, shape: BatchShape) -> tuple[float, float]:
-        """(compute, memory) seconds of linear_time (its max)."""
+        """(compute, memory) seconds of linear_time (its max, plus its kernel latency)."""
         r = self._rates
         if r.kv_up_per_kv_token == 0 or shape.forward_mode.is_decode_or_idle():
             return shape.rows * r.linear_per_row, r.linear_weights
@@ -228,7 +222,7 @@ class RooflineCostModel(CostModel):
                 r.linear_weights)
 
     def _attention_terms(self, shape: BatchShape) -> tuple[float, float]:
-        """(compute, memory) seconds of attention_time (its max)."""
+        """(compute, memory) seconds of attention_time (its max, plus its kernel latency)."""
         r = self._rates
         per_pair = (r.attention_per_pair if shape.forward_mode.is_decode_or_idle()
                     else r.naive_attention_per_pair)
@@ -252,12 +246,14 @@ class RooflineCostModel(CostModel):
         """step_time(BatchShape.decode(seq_lens + j, padded), overlap) for j = 0, 1, ..., as
         the same float operations on the shape's totals (decode: attention pairs = KV tokens)."""
         r, rows, b = self._rates, padded_batch_size, len(seq_lens)
-        linear, lm_head = max(rows * r.linear_per_row, r.linear_weights), self.lm_head_time_rows(rows)
-        allreduce = 0.0 if self.tp == 1 else rows * r.allreduce_per_row
+        linear = max(rows * r.linear_per_row, r.linear_weights) + r.latency.linear
+        lm_head = self.lm_head_time_rows(rows)
+        allreduce = r.allreduces.seconds(rows)
         experts, alltoall = self.expert_times(rows)
         kv = int(np.add.reduce(seq_lens)) + rows - b   # padding rows read one key each
         while True:
-            attention = max(kv * r.attention_per_pair, kv * r.attention_per_kv_token)
+            attention = max(kv * r.attention_per_pair, kv * r.attention_per_kv_token) \
+                + r.latency.attention
             if overlap:
                 yield max(float(sum((linear, attention, lm_head, allreduce, experts, alltoall))),
                           r.overhead)
@@ -277,16 +273,18 @@ class RooflineCostModel(CostModel):
 
     def linear_time(self, shape: BatchShape) -> float:
         r = self._rates
+        # NOTE: without MLA (kv_up 0) a decode's and an extend's GEMMs are the same kernels.
         if r.kv_up_per_kv_token == 0 or shape.forward_mode.is_decode_or_idle():
-            return max(shape.rows * r.linear_per_row, r.linear_weights)
+            return max(shape.rows * r.linear_per_row, r.linear_weights) + r.latency.linear
         return max(shape.rows * r.naive_linear_per_row + shape.kv_tokens * r.kv_up_per_kv_token,
-                   r.linear_weights)
+                   r.linear_weights) + r.latency.naive_linear
 
     def attention_time(self, shape: BatchShape) -> float:
         r = self._rates
         per_pair = (r.attention_per_pair if shape.forward_mode.is_decode_or_idle()
                     else r.naive_attention_per_pair)
-        return max(shape.attention_pairs * per_pair, shape.kv_tokens * r.attention_per_kv_token)
+        return max(shape.attention_pairs * per_pair,
+                   shape.kv_tokens * r.attention_per_kv_token) + r.latency.attention
 
     def lm_head_time(self, shape: BatchShape) -> float:
         return self.lm_head_time_rows(shape.padded_lm_head_rows)
@@ -296,5 +294,5 @@ class RooflineCostModel(CostModel):
         return 0.0 if rows == 0 else max(rows * r.lm_head_per_row, r.lm_head_weights)
 
     def allreduce_time(self, shape: BatchShape) -> float:
-        """Two ring all-reduces per layer of a [rows, hidden] activation."""
-        return 0.0 if self.tp == 1 else shape.rows * self._rates.allreduce_per_row
+        """Two all-reduces per layer of a [rows, hidden] activation (`AllReduces`)."""
+        return 0.0 if self.tp == 1 else self._rates.allreduces.seconds(shape.rows)

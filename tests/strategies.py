@@ -415,3 +415,42 @@ def stop_token_cases(draw, vocab_size: int):
     config, reqs = draw(scheduler_cases())
     return config, [(prompt, draw(stop_params(vocab_size, max_new)), arrival)
                     for prompt, max_new, arrival in reqs]
+
+
+@st.composite
+def dense_decode_cases(draw, max_batch: int = 512, max_seq_len: int = 16384):
+    """(model key, hardware key, tp, batch, seq_len, overlap): a plain decode step of `batch`
+    requests of `seq_len` tokens each of a dense embedded model on a catalogue chip, at a tp
+    in 1, 2, 4, 8 that shards it, that the engine can hold (weights and the batch's KV within
+    `sim.kv_capacity.kv_capacity_tokens`), under either schedule. NOTE: both cost models price
+    a decode step by its rows and KV total, so one length per step loses nothing."""
+    from hypothesis import assume
+
+    from sim.hardware import hardware_catalogue
+    from sim.kv_capacity import kv_capacity_tokens
+    from sim.model_shapes import EMBEDDED_CONFIGS, get_model_shape
+
+    model = draw(st.sampled_from(sorted(k for k in EMBEDDED_CONFIGS
+                                        if get_model_shape(k).moe is None)))
+    hardware = draw(st.sampled_from(sorted(hardware_catalogue())))
+    shape = get_model_shape(model)
+    tp = draw(st.sampled_from([tp for tp in (1, 2, 4, 8) if _shards(shape, tp)]))
+    try:
+        capacity = kv_capacity_tokens(shape, hardware_catalogue()[hardware], tp)
+    except ValueError:   # the weights alone do not fit
+        capacity = 0
+    assume(capacity >= 1)
+    batch = draw(st.integers(1, min(max_batch, capacity)))
+    seq_len = draw(st.integers(1, min(max_seq_len, capacity // batch)))
+    return model, hardware, tp, batch, seq_len, draw(st.booleans())
+
+
+def _shards(shape, tp: int) -> bool:
+    """Whether tp shards the model's heads (`sim.parallelism.check_tp`)."""
+    from sim.parallelism import check_tp
+
+    try:
+        check_tp(tp, shape)
+    except ValueError:
+        return False
+    return True

@@ -29,7 +29,7 @@ sys.exit(main(sys.argv[1:]))
 PLAN = ["plan", "--model", "smollm2-135m", "--workload", "synthetic", "--prompt-len", "64",
         "--output-len", "16", "--num-requests", "40", "--seeds", "1", "--rate-tolerance", "0.2",
         "--chunked-prefill-size", "512", "--max-running-requests", "8,auto", "--jobs", "1",
-        "--no-progress", "--slo", "ttft_p90=50ms,tpot_p90=2ms"]
+        "--no-progress", "--slo", "ttft_p90=50ms,tpot_p90=4ms"]
 SIMULATE = ["simulate", "--model", "smollm2-135m", "--num-requests", "8", "--rate", "50",
             "--prompt-len", "32", "--output-len", "8", "--no-progress"]
 

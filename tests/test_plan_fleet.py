@@ -13,7 +13,7 @@ from experiments.cli import main
 SMALL = ["plan", "--model", "smollm2-135m", "--workload", "synthetic", "--prompt-len", "64",
          "--output-len", "16", "--num-requests", "40", "--seeds", "1", "--rate-tolerance", "0.2",
          "--chunked-prefill-size", "512", "--max-running-requests", "auto", "--jobs", "1",
-         "--slo", "ttft_p90=50ms,tpot_p90=2ms", "--no-progress"]
+         "--slo", "ttft_p90=50ms,tpot_p90=4ms", "--no-progress"]
 
 
 def _plan(tmp_path, name: str, *extra: str) -> tuple[int, pd.DataFrame]:

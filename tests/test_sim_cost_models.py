@@ -18,7 +18,9 @@ from sim.cost_model import STEP_COST_PARTS, StepCost, ZeroCostModel, reprice
 from sim.hardware import get_hardware
 from sim.kv_capacity import kv_capacity_tokens
 from sim.model_shapes import get_model_shape
-from sim.roofline import Overheads, RooflineCostModel
+from sim.roofline import RooflineCostModel
+from sim.roofline_latency import kernel_latency
+from sim.roofline_overheads import Overheads
 from tests.scripted_runner import ScriptedRunner, drive
 
 LLAMA8 = get_model_shape("llama-3-8b")
@@ -83,20 +85,15 @@ def test_h200_decode_is_faster_than_h100_by_the_bandwidth_ratio():
 
 
 def test_tp2_shrinks_linear_time_and_adds_allreduce():
-    """TP=2 halves linear-layer time and adds an all-reduce cost that TP=1 does not have."""
+    """TP=2 halves linear-layer and attention work (each kernel's latency stays: the same
+    kernels run on every rank) and adds an all-reduce cost that TP=1 does not have."""
     shape = _prefill([2048, 1024])
     one, two = _roofline().step_cost(shape), _roofline(tp=2).step_cost(shape)
-    assert two.linear == pytest.approx(one.linear / 2)
+    latency = kernel_latency(LLAMA8, 1)
+    assert kernel_latency(LLAMA8, 2) == latency
+    assert two.linear - latency.naive_linear == pytest.approx((one.linear - latency.naive_linear) / 2)
     assert one.allreduce == 0 < two.allreduce
-    assert two.attention == pytest.approx(one.attention / 2)
-
-
-def test_allreduce_follows_the_ring_formula():
-    """2 all-reduces per layer of rows x hidden bf16, each 2(tp-1)/tp x bytes / link rate."""
-    shape = _prefill([1000])
-    got = _roofline(model=get_model_shape("llama-3-70b"), tp=8).allreduce_time(shape)
-    rate = H100.interconnect_bw * H100.interconnect_efficiency
-    assert got == pytest.approx(2 * 80 * (2 * 7 / 8) * 1000 * 8192 * 2 / rate)
+    assert two.attention - latency.attention == pytest.approx((one.attention - latency.attention) / 2)
 
 
 def test_lm_head_is_priced_on_pruned_rows_only():
