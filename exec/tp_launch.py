@@ -14,7 +14,7 @@ A failure is fatal to a spawned world, as in SGLang: the failing rank posts it i
 rendezvous store (`TPGroup.fail`; this process hosts the store), each follower's watchdog
 then ends its process (maybe blocked in a collective the failed rank never joins), which
 ends rank 0's collectives too; rank 0 ends on its own (its engine ends its requests with
-the error) or, FAIL_GRACE_S after a rank ended failing, is terminated. Under torchrun the
+the error) or, `fail_grace_s` (FAIL_GRACE_S) after a rank ended failing, is terminated. Under torchrun the
 ranks share no failure store: each reports its own error, and the followers end when
 rank 0's process does.
 
@@ -52,8 +52,9 @@ def backend_for(device: str) -> str:
 
 
 def spawn(world_size: int, target: Callable[..., Any], *args: Any, device: str = "cpu",
-          timeout_s: float | None = None) -> None:
-    """Run `target(group, *args)` on `world_size` new rank processes; wait for all."""
+          timeout_s: float | None = None, fail_grace_s: float = FAIL_GRACE_S) -> None:
+    """Run `target(group, *args)` on `world_size` new rank processes; wait for all (once one
+    ended failing, the others for at most `fail_grace_s` more)."""
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"tp size must be a positive integer, got {world_size!r}")
     # NOTE: the rendezvous store lives here (on a port it picks), not in a rank: no rank's
@@ -63,7 +64,7 @@ def spawn(world_size: int, target: Callable[..., Any], *args: Any, device: str =
     try:
         ranks = mp.spawn(_rank_main, args=(world_size, store.port, device, timeout_s, target, args,
                                            left), nprocs=world_size, join=False)
-        while not ranks.join(grace_period=FAIL_GRACE_S):
+        while not ranks.join(grace_period=fail_grace_s):
             pass
     except mp.ProcessRaisedException as e:
         raise TPStartError(f"a tensor-parallel rank failed: "

@@ -31,7 +31,7 @@ from exec.model_files import check_model_path, default_model_path, open_model
 from exec.models.tp_shard import check_tp_size
 from exec.torch_device import checked_device
 from exec.tp_group import TPGroup
-from exec.tp_launch import init_torchrun, spawn, torchrun_world
+from exec.tp_launch import FAIL_GRACE_S, init_torchrun, spawn, torchrun_world
 from exec.tp_model_runner import STOP, TPModelRunner
 
 
@@ -43,6 +43,7 @@ class TPJob:
     engine_args: dict[str, Any] = field(default_factory=dict)  # Engine's keywords
     threads: int | None = None               # torch threads per rank (None: cores / ranks)
     dist_timeout_s: float | None = None      # each collective's (None: torch's default)
+    fail_grace_s: float = FAIL_GRACE_S       # the other ranks' time to end once one failed
     # on_runner(runner) on every rank before its first forward (tests inject faults with it)
     on_runner: Callable[[TPModelRunner], Any] | None = None
 
@@ -53,7 +54,8 @@ def launch(tp_size: int, job: TPJob) -> None:
     device = job.engine_args.get("device", "cpu")
     checked_device(device)
     if not torchrun_world():
-        spawn(tp_size, run_rank, job, device=device, timeout_s=job.dist_timeout_s)
+        spawn(tp_size, run_rank, job, device=device, timeout_s=job.dist_timeout_s,
+              fail_grace_s=job.fail_grace_s)
         return
     if int(os.environ["WORLD_SIZE"]) != tp_size:
         raise ValueError(f"tp_size (--tp) {tp_size}, but torchrun started "

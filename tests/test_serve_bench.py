@@ -26,7 +26,7 @@ from experiments.bench_serve_mock import free_port, measure, subprocess_server
 from shared import Trace
 from sim.replay import replay
 
-RATE, PROMPTS, INPUT, OUTPUT = 8.0, 60, 256, 64
+RATE, PROMPTS, INPUT, OUTPUT = 8.0, 30, 256, 64
 FLOAT_EPS = 1e-9   # relative: a step's price computed twice in the same float operations
 
 

@@ -28,6 +28,8 @@ from exec.tp_worker import TPJob, launch
 END_S = 60.0       # a world that has not ended this long after its fault hangs
 START_S = 600.0    # a world whose fault has not fired by then hangs starting (2 slow cores)
 DIST_TIMEOUT_S = 120.0  # the ranks' collectives' (torch's default is 30 min)
+FAIL_GRACE_S = 3.0   # rank 0's time to end its requests once a follower ended (the online
+                     # job keeps serving after that, so its world always waits this long)
 PARAMS = {"max_new_tokens": 5, "temperature": 0, "ignore_eos": True}
 PROMPTS = [[1, 2, 3, 4, 5, 6], [7, 8, 9], [10, 11, 12, 13]]
 
@@ -166,7 +168,8 @@ def test_a_fault_on_any_rank_in_any_forward_ends_the_world_and_its_requests_nami
     with an error naming them."""
     fired, out = tmp_path / "fired", tmp_path / "ends"
     job = TPJob(str(tiny_checkpoint("llama")[0]), main, (str(out),), {"max_total_tokens": 256},
-                dist_timeout_s=DIST_TIMEOUT_S, on_runner=Fault(rank, mode, nth, str(fired)))
+                dist_timeout_s=DIST_TIMEOUT_S, fail_grace_s=FAIL_GRACE_S,
+                on_runner=Fault(rank, mode, nth, str(fired)))
     error = run_world(job, fired)
     fault = f"rank {rank}: ValueError: injected fault on rank {rank}"
     assert error == f"TPStartError: a tensor-parallel rank failed: {fault}"
