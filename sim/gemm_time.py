@@ -4,13 +4,10 @@ A GEMM kernel covers the output with tiles of tm x tn, one per streaming multipr
 time; the tiles run in waves of `num_sms`. The last wave of a grid that does not divide the
 SM count runs partly idle, and a tile that overhangs m or n computes padding: both are lost
 throughput, which is why small and odd shapes run far below peak and large ones approach
-the chip's maximum achievable matmul rate (MAMF, measured by a shape sweep). Tiles are 64
-rows for m <= 64 (the decode GEMMs), 64 or 128 up to m = 256 and 128 or 256 above, by 128 or
-256 columns, the tensor-core kernels' shapes (CUTLASS's sm90 kernels build on 64-row
-warpgroup MMAs, and libraries keep such tiles for skinny GEMMs: 129 rows run on three of
-them, not on two 128-row tiles padded to 256). When a grid is smaller than the SM count,
-kernels split K over up to num_sms / tiles units (split-K), paying one extra pass over the
-[m, n] output per split.
+the chip's maximum achievable matmul rate (MAMF, measured by a shape sweep). Tiles are 128
+rows (64 for m <= 64, the decode GEMMs) by 128 or 256 columns, the tensor-core kernels'
+shapes. When a grid is smaller than the SM count, kernels split K over up to
+num_sms / tiles units (split-K), paying one extra pass over the [m, n] output per split.
 The kernel picks the tile and split that finish first, as cuBLAS's heuristics aim to.
 
     compute = waves * tile FLOPs / (MAMF / num_sms)          (per SM rate)
@@ -26,7 +23,6 @@ import math
 from dataclasses import dataclass
 
 SMALL_M = 64
-MEDIUM_M = 256   # NOTE: up to here 64-row tiles stay candidates (129 rows on 3 of them, not 2 x 128)
 SMALL_M_TILES = ((64, 128), (64, 256))                  # (tile_m, tile_n)
 TILES = ((128, 128), (128, 256), (256, 128))
 SPLITS = (1, 2, 4, 8, 16)
@@ -65,7 +61,7 @@ def gemm_time(chip: GemmChip, m: int, n: int, k: int, weight_bytes: float,
     layer's experts) of that many [m, k] x [k, n] problems in one kernel."""
     if m <= 0 or groups <= 0:
         return GemmTime(0.0, 0.0, 0.0)
-    tiles = SMALL_M_TILES if m <= SMALL_M else SMALL_M_TILES + TILES if m <= MEDIUM_M else TILES
+    tiles = SMALL_M_TILES if m <= SMALL_M else TILES
     return min((_candidate(chip, m, n, k, t, s, weight_bytes, act_bytes, groups)
                 for t in tiles for s in SPLITS if _can_split(chip, m, n, k, t, s, groups)),
                key=lambda g: g.total)
