@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 SMALL_M = 64
 SMALL_M_TILES = ((64, 128), (64, 256))                  # (tile_m, tile_n)
 TILES = ((128, 128), (128, 256), (256, 128))
@@ -85,6 +87,15 @@ def _candidate(chip: GemmChip, m: int, n: int, k: int, tile: tuple[int, int], sp
     compute = waves * 2.0 * tm * tn * (k / split) / per_sm
     traffic = groups * (n * k * weight_bytes + m * k * act_bytes + m * n * act_bytes * split)
     return GemmTime(compute, traffic / chip.memory_rate, chip.kernel_latency)
+
+
+def gemm_rows(m):
+    """The rows a GEMM of m rows computes (an int, or elementwise over an int array): whole
+    tiles of the smallest row count `gemm_time` runs it on, 64 up to SMALL_M, 128 above (the
+    roofline's tile padding: 129 rows compute as 256)."""
+    tile = np.where(m > SMALL_M, TILES[0][0], SMALL_M_TILES[0][0])
+    padded = -(-m // tile) * tile
+    return padded if isinstance(m, np.ndarray) else int(padded)
 
 
 def gemm_efficiency(chip: GemmChip, m: int, n: int, k: int, weight_bytes: float = 2.0,

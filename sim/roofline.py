@@ -3,8 +3,8 @@
 Per step, per tensor-parallel rank (tp divides linear FLOPs and weight bytes, attention heads,
 KV heads while tp <= kv_heads, and the LM head, which is vocab-parallel):
 
-    linear    = max(rows * linear FLOPs/token / linear rate, linear weight bytes / mem rate)
-                + (GEMMs + elementwise kernels) * kernel latency     (`sim.roofline_latency`)
+    linear    = max(GEMM rows * linear FLOPs/token / linear rate, linear weight bytes / mem
+                rate) + (GEMMs + elementwise kernels) * kernel latency (`sim.roofline_latency`)
     attention = max(causal pairs * FLOPs/pair / attn rate, KV tokens read * KV bytes / mem rate)
                 + layers * kernel latency
     lm_head   = max(LM-head rows * 2 * hidden * vocab / linear rate, LM-head bytes / mem rate)
@@ -21,8 +21,9 @@ rank). A rate is peak * achieved efficiency. Linear layers and experts run at th
 dtype's peak (nvfp4 at the fp4 peak, its weights at 0.5625 bytes; fp8 weights on hardware
 without fp8 units, and int4 weights, run weight-only at the bf16 rate); attention runs on
 bf16 activations (fp32 for fp32 weights). Padding rows
-count as decode rows with seq_len 1 (see BatchShape). Activation traffic and KV writes are
-not priced.
+count as decode rows with seq_len 1 (see BatchShape). GEMM rows are the rows in whole tiles
+(`sim.gemm_time.gemm_rows`: 64 up to 64 rows, 128 above), the kernel model's tile padding
+without its waves. Activation traffic and KV writes are not priced.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from sim.batch_shape import BatchShape
 from sim.cost_model import BoundSplit, CostModel, StepCost, bounds_of, split_max, sum_splits
 from sim.expert_cost import ExpertCost, expert_cost
 from sim.extend_steps import ExtendSteps, StepTotals, flatten, segment_sums
+from sim.gemm_time import gemm_rows
 from sim.hardware import PEAK_FIELD, Efficiencies, Hardware
 from sim.model_shape import ModelShape
 from sim.parallelism import (
@@ -171,8 +173,9 @@ class RooflineCostModel(CostModel):
         """The bounds step_split names for N steps of one kind, over [N] arrays: each part's
         (compute, memory) seconds, the parts summed in step_split's order (the same floats)."""
         r, lm_rows = self._rates, t.lm_head_rows
-        linear_c = (t.rows * r.naive_linear_per_row + t.kv_tokens * r.kv_up_per_kv_token
-                    if extend and r.kv_up_per_kv_token else t.rows * r.linear_per_row)
+        gemm = gemm_rows(t.rows)
+        linear_c = (gemm * r.naive_linear_per_row + t.kv_tokens * r.kv_up_per_kv_token
+                    if extend and r.kv_up_per_kv_token else gemm * r.linear_per_row)
         per_pair = r.naive_attention_per_pair if extend else r.attention_per_pair
         experts = self._expert_row_terms(t.rows)                              # [N, 3]
         allreduce = r.allreduces.seconds_over(t.rows)
@@ -217,9 +220,9 @@ class RooflineCostModel(CostModel):
         """(compute, memory) seconds of linear_time (its max, plus its kernel latency)."""
         r = self._rates
         if r.kv_up_per_kv_token == 0 or shape.forward_mode.is_decode_or_idle():
-            return shape.rows * r.linear_per_row, r.linear_weights
-        return (shape.rows * r.naive_linear_per_row + shape.kv_tokens * r.kv_up_per_kv_token,
-                r.linear_weights)
+            return gemm_rows(shape.rows) * r.linear_per_row, r.linear_weights
+        return (gemm_rows(shape.rows) * r.naive_linear_per_row
+                + shape.kv_tokens * r.kv_up_per_kv_token, r.linear_weights)
 
     def _attention_terms(self, shape: BatchShape) -> tuple[float, float]:
         """(compute, memory) seconds of attention_time (its max, plus its kernel latency)."""
@@ -246,7 +249,7 @@ class RooflineCostModel(CostModel):
         """step_time(BatchShape.decode(seq_lens + j, padded), overlap) for j = 0, 1, ..., as
         the same float operations on the shape's totals (decode: attention pairs = KV tokens)."""
         r, rows, b = self._rates, padded_batch_size, len(seq_lens)
-        linear = max(rows * r.linear_per_row, r.linear_weights) + r.latency.linear
+        linear = max(gemm_rows(rows) * r.linear_per_row, r.linear_weights) + r.latency.linear
         lm_head = self.lm_head_time_rows(rows)
         allreduce = r.allreduces.seconds(rows)
         experts, alltoall = self.expert_times(rows)
@@ -274,10 +277,9 @@ class RooflineCostModel(CostModel):
     def linear_time(self, shape: BatchShape) -> float:
         r = self._rates
         # NOTE: without MLA (kv_up 0) a decode's and an extend's GEMMs are the same kernels.
-        if r.kv_up_per_kv_token == 0 or shape.forward_mode.is_decode_or_idle():
-            return max(shape.rows * r.linear_per_row, r.linear_weights) + r.latency.linear
-        return max(shape.rows * r.naive_linear_per_row + shape.kv_tokens * r.kv_up_per_kv_token,
-                   r.linear_weights) + r.latency.naive_linear
+        return max(*self._linear_terms(shape)) + (
+            r.latency.linear if r.kv_up_per_kv_token == 0 or shape.forward_mode.is_decode_or_idle()
+            else r.latency.naive_linear)
 
     def attention_time(self, shape: BatchShape) -> float:
         r = self._rates

@@ -9,6 +9,7 @@ import pytest
 
 from sim.batch_shape import BatchShape
 from sim.collectives import allreduce_time
+from sim.gemm_time import gemm_rows
 from sim.hardware import get_hardware
 from sim.model_shapes import get_model_shape
 from sim.roofline import RooflineCostModel
@@ -77,3 +78,22 @@ def test_allreduces_over_arrays_are_each_steps_own_floats():
 def test_tp_1_has_no_allreduce_latency():
     model = RooflineCostModel(get_model_shape("llama-3-70b"), H100, 1)
     assert model.step_cost(_decode([100] * 8)).allreduce == 0.0
+
+
+def test_gemm_rows_are_whole_tiles_of_64_rows_up_to_64_and_of_128_above():
+    """1..64 rows compute 64, 65..128 compute 128, 129 computes 256; arrays elementwise."""
+    rows = [1, 64, 65, 128, 129, 256, 257]
+    want = [64, 64, 128, 128, 256, 256, 384]
+    assert [gemm_rows(m) for m in rows] == want
+    assert gemm_rows(np.array(rows)).tolist() == want
+
+
+def test_the_roofline_computes_a_decodes_linear_flops_on_whole_tiles():
+    """Llama-3-8B on one H100: the linear layers' compute of 129 rows is that of 256 (the
+    kernel model's 128-row tiles, without its waves), twice that of 128; its weights' read
+    does not change."""
+    model = RooflineCostModel(get_model_shape("llama-3-8b"), H100)
+    compute = {m: model._linear_terms(_decode([1024] * m)) for m in (128, 129, 256)}
+    assert compute[129] == compute[256]
+    assert compute[129][0] == pytest.approx(2 * compute[128][0])
+    assert compute[129][1] == compute[128][1]
