@@ -91,9 +91,9 @@ def _candidate(chip: GemmChip, m: int, n: int, k: int, tile: tuple[int, int], sp
 
 def gemm_rows(m):
     """The rows a GEMM of m rows computes (an int, or elementwise over an int array): whole
-    tiles of the smallest row count `gemm_time` runs it on, 64 up to SMALL_M, 128 above (the
-    roofline's tile padding: 129 rows compute as 256)."""
-    tile = np.where(m > SMALL_M, TILES[0][0], SMALL_M_TILES[0][0])
+    64-row tiles, the smallest `gemm_time` runs (the roofline's tile padding: 129 rows
+    compute as 192)."""
+    tile = SMALL_M_TILES[0][0]
     padded = -(-m // tile) * tile
     return padded if isinstance(m, np.ndarray) else int(padded)
 

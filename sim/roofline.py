@@ -21,9 +21,9 @@ rank). A rate is peak * achieved efficiency. Linear layers and experts run at th
 dtype's peak (nvfp4 at the fp4 peak, its weights at 0.5625 bytes; fp8 weights on hardware
 without fp8 units, and int4 weights, run weight-only at the bf16 rate); attention runs on
 bf16 activations (fp32 for fp32 weights). Padding rows
-count as decode rows with seq_len 1 (see BatchShape). GEMM rows are the rows in whole tiles
-(`sim.gemm_time.gemm_rows`: 64 up to 64 rows, 128 above), the kernel model's tile padding
-without its waves. Activation traffic and KV writes are not priced.
+count as decode rows with seq_len 1 (see BatchShape). GEMM rows are the rows in whole 64-row
+tiles (`sim.gemm_time.gemm_rows`), the kernel model's smallest, without its waves. Activation
+traffic and KV writes are not priced.
 """
 
 from __future__ import annotations

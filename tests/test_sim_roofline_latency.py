@@ -80,20 +80,20 @@ def test_tp_1_has_no_allreduce_latency():
     assert model.step_cost(_decode([100] * 8)).allreduce == 0.0
 
 
-def test_gemm_rows_are_whole_tiles_of_64_rows_up_to_64_and_of_128_above():
-    """1..64 rows compute 64, 65..128 compute 128, 129 computes 256; arrays elementwise."""
-    rows = [1, 64, 65, 128, 129, 256, 257]
-    want = [64, 64, 128, 128, 256, 256, 384]
+def test_gemm_rows_are_whole_64_row_tiles():
+    """1..64 rows compute 64, 65..128 compute 128, 129 computes 192; arrays elementwise."""
+    rows = [1, 64, 65, 128, 129, 192, 193]
+    want = [64, 64, 128, 128, 192, 192, 256]
     assert [gemm_rows(m) for m in rows] == want
     assert gemm_rows(np.array(rows)).tolist() == want
 
 
 def test_the_roofline_computes_a_decodes_linear_flops_on_whole_tiles():
-    """Llama-3-8B on one H100: the linear layers' compute of 129 rows is that of 256 (the
-    kernel model's 128-row tiles, without its waves), twice that of 128; its weights' read
+    """Llama-3-8B on one H100: the linear layers' compute of 129 rows is that of 192 (the
+    kernel model's smallest tiles, without its waves), 1.5x that of 128; its weights' read
     does not change."""
     model = RooflineCostModel(get_model_shape("llama-3-8b"), H100)
-    compute = {m: model._linear_terms(_decode([1024] * m)) for m in (128, 129, 256)}
-    assert compute[129] == compute[256]
-    assert compute[129][0] == pytest.approx(2 * compute[128][0])
+    compute = {m: model._linear_terms(_decode([1024] * m)) for m in (128, 129, 192)}
+    assert compute[129] == compute[192]
+    assert compute[129][0] == pytest.approx(1.5 * compute[128][0])
     assert compute[129][1] == compute[128][1]
