@@ -73,7 +73,9 @@ class EngineInbox(Generic[T]):
             if self.closed is None:
                 self.closed = reason
 
-    def _end(self, rid: str) -> None:
+    def end(self, rid: str) -> None:
+        """One request `rid` got its last event: it is no longer open (`abort` no longer
+        counts it)."""
         with self._lock:
             self._open[rid] -= 1
             if not self._open[rid]:
@@ -92,5 +94,5 @@ class _Tell:
             return
         if event.finish is not None:
             self._ended = True
-            self._inbox._end(self._rid)
+            self._inbox.end(self._rid)
         self._on_event(event)
