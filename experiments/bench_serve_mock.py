@@ -7,7 +7,7 @@ adds (issue 23's mock check; a benchmark, not a test: its numbers depend on the 
 
 Starts `batchtwin serve --simulate` (Llama-3-8B on an H100, roofline) in this process or,
 with --separate-process, in its own; sends the random dataset at `--rate` simulated req/s
-(x time scale in wall time); runs `sim.simulate` on the same prompts at the client's send
+(x time scale in wall time); runs `sim.run.simulate` on the same prompts at the client's send
 times; prints measured and predicted TTFT and TPOT medians in the client's milliseconds and
 their difference, with the CPU model (the HTTP path's time depends on the host).
 
@@ -89,7 +89,7 @@ def served_and_replayed_ttft_ms(saved: Path) -> tuple[float, float]:
     in simulated milliseconds."""
     from shared import Trace, Workload
     from shared.workload import WorkloadRequest
-    from sim.simulate import simulate
+    from sim.run.simulate import simulate
 
     reqs = sorted(Trace.load(saved).requests.values(), key=lambda r: r.arrival_time)
     served = statistics.median(r.first_token_time - r.arrival_time for r in reqs)
@@ -116,14 +116,14 @@ def round_trip_ms(base: str, n: int = 30) -> float:
 
 def measure(base: str, time_scale: float, num_prompts: int, rate: float, input_len: int,
             output_len: int):
-    """(bench serve's summary of the run against `base`, `sim.simulate`'s summary of the
+    """(bench serve's summary of the run against `base`, `sim.run.simulate`'s summary of the
     same prompts at the client's send times x time_scale)."""
     from experiments.serve.bench import run_requests, summarize
     from experiments.serve.bench_datasets import random_requests
     from experiments.serve.text_codec import PlaceholderCodec
     from shared import SamplingParams, Workload
     from shared.workload import WorkloadRequest
-    from sim.simulate import simulate
+    from sim.run.simulate import simulate
 
     spec = argparse.Namespace(num_prompts=num_prompts, request_rate=rate * time_scale,
                               burstiness=1.0, seed=1, random_input_len=input_len,

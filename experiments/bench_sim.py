@@ -1,7 +1,7 @@
 """Benchmark: how much faster than real time the simulator runs.
 
 1000 ShareGPT-like requests at 20 requests/s, Llama-3-8B on one H100 (roofline cost model).
-Times three phases of `sim.simulate` separately (building the scheduler and runner, the
+Times three phases of `sim.run.simulate` separately (building the scheduler and runner, the
 SimPy run, building the RunResult, which materialises the trace) and prints simulated seconds
 per wall second, forward steps per wall second, wall microseconds per step and the mean batch
 size. The bar (reference/simulators.md §4: BLIS ~200x, Dynamo's mocker ~240x) is 200x.
@@ -39,9 +39,9 @@ from pathlib import Path
 from experiments.cpu_info import cpu_model
 from shared.run_result import RunResult
 from shared.workload import Workload
-from sim.driver import drive_workload
-from sim.simulate import build_simulation
-from sim.step_bounds import step_bounds
+from sim.run.driver import drive_workload
+from sim.run.simulate import build_simulation
+from sim.cost.step_bounds import step_bounds
 
 BAR_SPEEDUP = 200.0
 ENGINE_CONFIGS = {"default": {}, "disable_radix_cache": {"disable_radix_cache": True},

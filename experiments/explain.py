@@ -36,9 +36,9 @@ from experiments.golden_example import (
 )
 from shared.scheduler import Scheduler
 from shared.trace import Trace
-from sim.driver import drive_workload
-from sim.roofline import RooflineCostModel
-from sim.token_source import ReplayTokenSource
+from sim.run.driver import drive_workload
+from sim.cost.roofline.model import RooflineCostModel
+from sim.run.token_source import ReplayTokenSource
 
 
 def tiny_model(seed: int) -> LlamaForCausalLM:

@@ -19,12 +19,12 @@ from shared.sampling_params import SamplingParams
 from shared.scheduler import Scheduler
 from shared.trace import Trace
 from shared.workload import Workload, WorkloadRequest
-from sim.driver import drive_workload
-from sim.hardware import get_hardware
-from sim.model_shapes import get_model_shape
-from sim.roofline import RooflineCostModel
-from sim.sim_model_runner import SimModelRunner
-from sim.token_source import SyntheticTokenSource, TokenSource
+from sim.run.driver import drive_workload
+from sim.hardware.hardware import get_hardware
+from sim.model.from_config import get_model_shape
+from sim.cost.roofline.model import RooflineCostModel
+from sim.run.sim_model_runner import SimModelRunner
+from sim.run.token_source import SyntheticTokenSource, TokenSource
 
 TINY_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 256,
                "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,

@@ -8,7 +8,7 @@ It writes a checkpoint with random weights in the model's real shapes (an embedd
 config, bf16), serves a grid of batch shapes on `exec`'s Engine (closed batches of 1 to 128
 requests, prompts of 128 to 4096 tokens, all queued at once) and one Poisson online run,
 then compares each recorded trace with the simulator's prediction of the same steps
-(`experiments.calibration.fidelity.compare`: `sim.replay` teacher-forced per-step median
+(`experiments.calibration.fidelity.compare`: `sim.run.replay` teacher-forced per-step median
 APE and MAPE, and the free-running TTFT/TPOT p50/p90 errors) with the kernel cost model of
 `--hardware`. Prints a table and writes experiments/results/gpu_cost_check.json.
 """
@@ -30,9 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     import torch
 
-    from sim.hardware import get_hardware
-    from sim.kernel_cost_model import KernelCostModel
-    from sim.model_shapes import config_dict, shape_from_config
+    from sim.hardware.hardware import get_hardware
+    from sim.cost.kernel.model import KernelCostModel
+    from sim.model.from_config import config_dict, shape_from_config
 
     device = "cpu" if args.tiny else "cuda"
     if device == "cuda" and not torch.cuda.is_available():

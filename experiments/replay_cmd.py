@@ -1,4 +1,4 @@
-"""`batchtwin replay`: re-run a recorded trace teacher-forced (`sim.replay`) and report how
+"""`batchtwin replay`: re-run a recorded trace teacher-forced (`sim.run.replay`) and report how
 much of the schedule the spec reproduces and how well a cost model prices the recorded steps.
 
     batchtwin replay run.jsonl                       # a sim trace: roofline of its hardware
@@ -48,7 +48,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from shared.trace import Trace
-    from sim.replay import replay
+    from sim.run.replay import replay
 
     if args.tp is not None and args.hardware is None:
         raise UsageError("--tp goes with --hardware")
@@ -71,11 +71,11 @@ def run(args: argparse.Namespace) -> int:
 
 def cost_model(args: argparse.Namespace, trace):
     """(CostModel or None, a description) from the flags; None means the header's roofline."""
-    from sim.calibrated import CalibratedCostModel
-    from sim.hardware import get_hardware
-    from sim.model_shapes import get_model_shape
-    from sim.replay import default_cost_model
-    from sim.roofline import RooflineCostModel
+    from sim.cost.calibrated import CalibratedCostModel
+    from sim.hardware.hardware import get_hardware
+    from sim.model.from_config import get_model_shape
+    from sim.run.replay import default_cost_model
+    from sim.cost.roofline.model import RooflineCostModel
 
     if args.cost_model:
         return CalibratedCostModel.load(args.cost_model), f"calibrated ({args.cost_model})"

@@ -70,8 +70,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 def parallelism_arguments(g: argparse._ArgumentGroup) -> None:
     """--ep-size, --dp-size, --enable-dp-attention, --quantization, --kv-cache-dtype
     (SGLang's names) and --expert-zipf."""
-    from sim.ep_options import A2A_BACKENDS
-    from sim.precision import KV_CACHE_DTYPES, QUANTIZATIONS
+    from sim.model.ep_options import A2A_BACKENDS
+    from sim.hardware.precision import KV_CACHE_DTYPES, QUANTIZATIONS
 
     g.add_argument("--ep-size", type=positive_int, default=1,
                    help="expert-parallel degree (MoE models; divides --tp and the experts)")
@@ -105,7 +105,7 @@ def parallelism_arguments(g: argparse._ArgumentGroup) -> None:
 
 def engine_profile_arguments(g: argparse._ArgumentGroup) -> None:
     """--engine-profile and vLLM's --num-scheduler-steps."""
-    from sim.engine_profile import ENGINE_PROFILES
+    from sim.cost.engine_profile import ENGINE_PROFILES
 
     g.add_argument("--engine-profile", choices=tuple(ENGINE_PROFILES), default=None,
                    help="the engine simulated: its CPU time per step and request (kernel cost "
@@ -120,7 +120,7 @@ def engine_profile_arguments(g: argparse._ArgumentGroup) -> None:
 def engine_profile_arg(args: argparse.Namespace):
     """The `engine_profile` keyword of engine_profile_arguments' flags (None: the default);
     UsageError for --num-scheduler-steps on an engine without multi-step scheduling."""
-    from sim.engine_profile import get_engine_profile
+    from sim.cost.engine_profile import get_engine_profile
 
     if args.num_scheduler_steps == 1:
         return args.engine_profile
@@ -131,8 +131,8 @@ def engine_profile_arg(args: argparse.Namespace):
 
 
 def parallelism_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The `sim.simulate.simulate` keywords of parallelism_arguments' flags."""
-    from sim.ep_options import EPOptions
+    """The `sim.run.simulate.simulate` keywords of parallelism_arguments' flags."""
+    from sim.model.ep_options import EPOptions
 
     options = EPOptions(args.moe_a2a_backend, args.moe_dense_tp_size, args.enable_dp_lm_head,
                         args.enable_two_batch_overlap, args.ep_num_redundant_experts)
@@ -158,7 +158,7 @@ def engine_arguments(g: argparse._ArgumentGroup) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from shared.run_result import SLO
-    from sim.simulate import load_model, simulate
+    from sim.run.simulate import load_model, simulate
 
     if args.save_trace and not args.out:
         raise UsageError("--save-trace writes into --out; give --out DIR")

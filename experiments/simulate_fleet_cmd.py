@@ -1,10 +1,10 @@
 """`batchtwin simulate --dp N [--router POLICY]`: the workload on N engine replicas behind a
-router (`sim.simulate_fleet`); prints the fleet's metrics and one row per replica, and with
+router (`sim.fleet.simulate`); prints the fleet's metrics and one row per replica, and with
 `--out` writes requests and steps (with a `replica` column), replicas, config.json and
 summary.json (`--save-trace`: one trace-{i}.jsonl per replica).
 
 `batchtwin simulate --disaggregate xPyD [--prefill-tp N] [--decode-tp N]`: prefill/decode
-disaggregation (`sim.simulate_disaggregated`), --router choosing the prefill instance and
+disaggregation (`sim.fleet.simulate_disaggregated`), --router choosing the prefill instance and
 --decode-router the decode one; `--out` writes requests (with prefill_instance,
 decode_instance, transfer), steps (with role, instance), config.json and summary.json.
 """
@@ -47,7 +47,7 @@ def is_fleet(args: argparse.Namespace) -> bool:
 
 def run_fleet(args: argparse.Namespace, workload, run_args: dict[str, Any]) -> int:
     from experiments.simulate_cmd import print_summary, run_config
-    from sim.simulate_fleet import simulate_fleet
+    from sim.fleet.simulate import simulate_fleet
 
     kwargs = {k: v for k, v in run_args.items() if k not in ("dp_size", "enable_dp_attention")}
     result = simulate_fleet(workload, replicas=args.dp_size, router=args.router, **kwargs)
@@ -75,7 +75,7 @@ def write_fleet_outputs(out: Path, config: dict[str, Any], result, save_trace: b
 
 def run_disaggregated(args: argparse.Namespace, workload, run_args: dict[str, Any]) -> int:
     from experiments.simulate_cmd import print_summary, run_config, write_tables
-    from sim.simulate_disaggregated import parse_layout, simulate_disaggregated
+    from sim.fleet.simulate_disaggregated import parse_layout, simulate_disaggregated
 
     if args.dp_size > 1:
         raise ValueError("--disaggregate sets the instance counts; drop --dp")

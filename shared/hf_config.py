@@ -8,7 +8,7 @@ Mistral's ignored `attention_bias` (as transformers does). Mixture-of-experts ro
 (`moe`, `shared.moe_config`), multi-head latent attention (`mla`, `shared.mla_config`) and a
 checkpoint's `quantization_config` (`quantization`, `shared.quant_config`) are read here too.
 exec builds its model from it and refuses what it cannot run (`exec.model_config`); sim
-prices it (`sim.model_shapes`).
+prices it (`sim.model.from_config`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`OnlineEngine`: what a server needs of an engine, whichever executor runs it (the
-simulator paced in wall-clock time, `sim.online_sim`, or the real one), so the server never
+simulator paced in wall-clock time, `sim.run.online_sim`, or the real one), so the server never
 branches on the mode after construction.
 
 Contract:

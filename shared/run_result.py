@@ -28,10 +28,10 @@ NaN (output_len <= 1) counting as 0, as vllm's `--goodput`.
 
 Steps (`.steps`): one row per forward; `bound` names what bound the step ("compute",
 "memory", "communication" or "cpu", as the simulator's cost model priced it:
-`sim.cost_model.BoundSplit`), "" where the run does not know (exec runs, a trace read back).
+`sim.cost.base.BoundSplit`), "" where the run does not know (exec runs, a trace read back).
 
 Both frames carry `replica`: the engine replica that served the request or ran the step (0
-for one engine; a fleet's rows, `sim.fleet_result`, number its replicas).
+for one engine; a fleet's rows, `sim.fleet.result`, number its replicas).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ class TreeNode:
 
     # NOTE: the parent is held weakly (a node lives while its parent's `children` or a
     # request holds it), so a tree makes no reference cycle: a dropped cache is freed at once
-    # by reference counting, with the simulator's cyclic collector paused (sim.driver).
+    # by reference counting, with the simulator's cyclic collector paused (sim.run.driver).
     __slots__ = ("__weakref__", "_parent", "children", "key", "last_access", "lock_ref",
                  "node_id", "value")
 

@@ -7,13 +7,13 @@ recorded trace teacher-forced. The conformance kit (`sim.conformance`, Hypothesi
 `check_conformance` / `check_agreement`) is imported on its own.
 """
 
-from sim.batch_shape import BatchShape
-from sim.cost_model import CostModel, StepCost, ZeroCostModel
-from sim.driver import drive_workload
-from sim.replay import ReplayResult, replay
-from sim.sim_model_runner import SimModelRunner
-from sim.simulate import Simulation, build_simulation, simulate
-from sim.token_source import ReplayTokenSource, SyntheticTokenSource, TokenSource
+from sim.cost.batch_shape import BatchShape
+from sim.cost.base import CostModel, StepCost, ZeroCostModel
+from sim.run.driver import drive_workload
+from sim.run.replay import ReplayResult, replay
+from sim.run.sim_model_runner import SimModelRunner
+from sim.run.simulate import Simulation, build_simulation, simulate
+from sim.run.token_source import ReplayTokenSource, SyntheticTokenSource, TokenSource
 
 __all__ = [
     "BatchShape",

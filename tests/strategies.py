@@ -277,7 +277,7 @@ def batch_growths(draw):
     more request; an extend or mixed batch (mixed: with 1-token decode rows) gains a new token
     in one request, a cached-prefix token in one request, or one more request. Every request
     gives one LM-head row."""
-    from sim.batch_shape import BatchShape
+    from sim.cost.batch_shape import BatchShape
 
     mode = draw(st.sampled_from(sorted(GROWTHS)))
     growth = draw(st.sampled_from(GROWTHS[mode]))
@@ -307,10 +307,10 @@ def batch_growths(draw):
 
 def cost_model_keys() -> list[tuple[str, str, int]]:
     """Every (embedded model, catalogue chip, tp in 1, 2, 4, 8) whose tp the model can shard
-    (`sim.parallelism.check_tp`)."""
-    from sim.embedded_configs import EMBEDDED_CONFIGS
-    from sim.hardware import hardware_catalogue
-    from sim.model_shapes import get_model_shape
+    (`sim.model.parallelism.check_tp`)."""
+    from sim.model.embedded_configs import EMBEDDED_CONFIGS
+    from sim.hardware.hardware import hardware_catalogue
+    from sim.model.from_config import get_model_shape
 
     keys = []
     for model in EMBEDDED_CONFIGS:
@@ -362,10 +362,10 @@ def generator_workloads(model_info) -> st.SearchStrategy:
     (all at t=0, Poisson, gamma or fixed-rate arrivals), ShareGPT-like, generated shared
     prefix, multi-tenant, open-loop multi-turn, closed-loop sessions (follow-up turns sent
     a think time after each reply, 0 included), a recorded workload, and the conformance
-    kit's (`sim.conformance_strategies`: EOS, stop tokens, seeded sampling). Outputs are
+    kit's (`sim.conformance.strategies`: EOS, stop tokens, seeded sampling). Outputs are
     short, so the engine often idles between arrivals."""
     from shared import Workload
-    from sim.conformance_strategies import workloads
+    from sim.conformance.strategies import workloads
 
     arrivals = {"vocab_size": st.just(model_info.vocab_size), "seed": st.integers(0, 2**16),
                 "rate": rates, "burstiness": burstinesses}
@@ -422,13 +422,13 @@ def dense_decode_cases(draw, max_batch: int = 512, max_seq_len: int = 16384):
     """(model key, hardware key, tp, batch, seq_len, overlap): a plain decode step of `batch`
     requests of `seq_len` tokens each of a dense embedded model on a catalogue chip, at a tp
     in 1, 2, 4, 8 that shards it, that the engine can hold (weights and the batch's KV within
-    `sim.kv_capacity.kv_capacity_tokens`), under either schedule. NOTE: both cost models price
+    `sim.model.kv_capacity.kv_capacity_tokens`), under either schedule. NOTE: both cost models price
     a decode step by its rows and KV total, so one length per step loses nothing."""
     from hypothesis import assume
 
-    from sim.hardware import hardware_catalogue
-    from sim.kv_capacity import kv_capacity_tokens
-    from sim.model_shapes import EMBEDDED_CONFIGS, get_model_shape
+    from sim.hardware.hardware import hardware_catalogue
+    from sim.model.kv_capacity import kv_capacity_tokens
+    from sim.model.from_config import EMBEDDED_CONFIGS, get_model_shape
 
     model = draw(st.sampled_from(sorted(k for k in EMBEDDED_CONFIGS
                                         if get_model_shape(k).moe is None)))
@@ -446,8 +446,8 @@ def dense_decode_cases(draw, max_batch: int = 512, max_seq_len: int = 16384):
 
 
 def _shards(shape, tp: int) -> bool:
-    """Whether tp shards the model's heads (`sim.parallelism.check_tp`)."""
-    from sim.parallelism import check_tp
+    """Whether tp shards the model's heads (`sim.model.parallelism.check_tp`)."""
+    from sim.model.parallelism import check_tp
 
     try:
         check_tp(tp, shape)

@@ -32,9 +32,9 @@ from sim.conformance import (
     first_divergence,
     replay_runner,
 )
-from sim.replay import replay
-from sim.sim_model_runner import SimModelRunner
-from sim.token_source import SyntheticTokenSource
+from sim.run.replay import replay
+from sim.run.sim_model_runner import SimModelRunner
+from sim.run.token_source import SyntheticTokenSource
 
 AGREEMENT_EXAMPLES = max(200, settings.default.max_examples)
 

@@ -11,8 +11,8 @@ from experiments.calibration.grid import ShapeGrid, scenarios
 from experiments.calibration.run import CalibrationConfig, calibrate
 from experiments.cli import main
 from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
-from sim.calibrated import CalibratedCostModel
-from sim.hardware import get_hardware
+from sim.cost.calibrated import CalibratedCostModel
+from sim.hardware.hardware import get_hardware
 
 SMALL = ShapeGrid(prefill_lens=(16, 96), prefix_lens=(64,), extend_len=16,
                   decode=((1, 16), (4, 32), (8, 16)), decode_steps=4, ragged=((8, 40),),

@@ -142,7 +142,7 @@ def test_an_aborted_chunked_request_leaves_the_next_chunked_request_chunked():
     already the chunked request (scheduled since): c stays chunked and reads its own KV
     (shadow-KV invariant), instead of decoding a prompt it has not finished."""
     from shared import ForwardBatch
-    from sim.shadow_kv import ShadowKV
+    from sim.conformance.shadow_kv import ShadowKV
 
     sched = Scheduler(EngineConfig(page_size=2, max_total_tokens=48, chunked_prefill_size=8,
                                    enable_mixed_chunk=True, disable_radix_cache=True,

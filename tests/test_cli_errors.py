@@ -192,7 +192,7 @@ def test_the_debug_flag_shows_the_traceback(capsys):
 
 def test_an_unexpected_error_keeps_its_traceback(monkeypatch):
     """An error that is no bad input (a bug) propagates: it is not turned into one line."""
-    simulate_module = importlib.import_module("sim.simulate")
+    simulate_module = importlib.import_module("sim.run.simulate")
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")

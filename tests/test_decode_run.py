@@ -8,14 +8,14 @@ from hypothesis import strategies as st
 
 from shared import EngineConfig, FinishReason, ModelInfo, SamplingParams, Scheduler, Workload
 from shared.workload import WorkloadRequest
-from sim.batch_shape import BatchShape
-from sim.cost_model import CostModel, StepCost
-from sim.driver import delays_to, drive_workload
-from sim.hardware import get_hardware
-from sim.model_shapes import get_model_shape
-from sim.roofline import RooflineCostModel
-from sim.sim_model_runner import SimModelRunner
-from sim.token_source import ReplayTokenSource, SyntheticTokenSource
+from sim.cost.batch_shape import BatchShape
+from sim.cost.base import CostModel, StepCost
+from sim.run.driver import delays_to, drive_workload
+from sim.hardware.hardware import get_hardware
+from sim.model.from_config import get_model_shape
+from sim.cost.roofline.model import RooflineCostModel
+from sim.run.sim_model_runner import SimModelRunner
+from sim.run.token_source import ReplayTokenSource, SyntheticTokenSource
 from tests.strategies import scheduler_cases
 
 VOCAB = 10  # token 0 is EOS: a uniform source ends about one request in ten per step

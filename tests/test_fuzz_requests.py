@@ -1,6 +1,6 @@
 """Fuzzed requests never poison an engine: random sampling-params dicts (any JSON-like
 values, wrong types included), random prompts and random aborts, thrown at the real Engine on
-a tiny model and at `sim.simulate`.
+a tiny model and at `sim.run.simulate`.
 
 Each example checks: a refused request raises `InvalidRequestError` (and nothing is queued);
 an accepted one finishes; nothing else raises; the greedy requests that were not aborted get
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, event, given, settings
 from exec.engine import Engine
 from shared import InvalidRequestError, SamplingParams
 from shared.workload import Workload, WorkloadRequest
-from sim.simulate import simulate
+from sim.run.simulate import simulate
 from tests.engine_checks import assert_idle_and_leak_free
 from tests.strategies import fuzz_requests
 from tests.tiny_models import COMMON
@@ -103,7 +103,7 @@ def _workload_request(i, prompt, d):
 @FUZZ
 @given(requests=fuzz_requests(SIM_VOCAB))
 def test_fuzzed_requests_are_refused_cleanly_or_served_by_the_simulator(requests):
-    """sim.simulate refuses a workload holding a request it could never serve, with
+    """sim.run.simulate refuses a workload holding a request it could never serve, with
     InvalidRequestError naming it, before running; a workload of accepted requests runs to
     the end, each request getting the tokens it gets alone."""
     kept = []

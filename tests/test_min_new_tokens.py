@@ -13,15 +13,15 @@ from hypothesis import strategies as st
 from shared import EngineConfig, ModelInfo, SamplingParams, Scheduler, Workload
 from shared.length_dist import Fixed, Uniform
 from shared.workload import WorkloadRequest
-from sim.driver import drive_workload
-from sim.hardware import get_hardware
-from sim.model_shapes import get_model_shape
-from sim.online_sim import SimulatedOnlineEngine
-from sim.output_lengths import OutputLengths
-from sim.roofline import RooflineCostModel
-from sim.sim_model_runner import SimModelRunner
-from sim.simulate import build_simulation, simulate
-from sim.token_source import SyntheticTokenSource
+from sim.run.driver import drive_workload
+from sim.hardware.hardware import get_hardware
+from sim.model.from_config import get_model_shape
+from sim.run.online_sim import SimulatedOnlineEngine
+from sim.run.output_lengths import OutputLengths
+from sim.cost.roofline.model import RooflineCostModel
+from sim.run.sim_model_runner import SimModelRunner
+from sim.run.simulate import build_simulation, simulate
+from sim.run.token_source import SyntheticTokenSource
 from tests.strategies import stop_params, stop_token_cases
 
 VOCAB = 12  # token 0 is EOS; stop ids cover up to all but one of the others
@@ -85,7 +85,7 @@ def test_no_simulated_request_stops_before_min_new_tokens_and_a_later_stop_id_en
     assert _simulate(config, workload, runs=False).requests == trace.requests
 
 
-# --- the simulated server (sim.online_sim) with drawn answer lengths ------------------------
+# --- the simulated server (sim.run.online_sim) with drawn answer lengths ------------------------
 
 class Answers:
     """Each request's streamed tokens and finish reason; `wait` for all of them."""

@@ -239,7 +239,7 @@ def test_exec_and_sim_read_one_config_json_the_same_way(config):
     """The shared reader (shared.hf_config) gives both executors the same heads, head_dim,
     biases and q/k norms: Mistral's attention_bias ignored as transformers does, the
     architecture from `architectures` before `model_type`, an unused window ignored."""
-    from sim.model_shapes import shape_from_config
+    from sim.model.from_config import shape_from_config
 
     exec_view, sim_view = ModelConfig.from_dict(config), shape_from_config(config)
     assert (sim_view.num_heads, sim_view.num_kv_heads, sim_view.head_dim, sim_view.qkv_bias,
@@ -250,7 +250,7 @@ def test_exec_and_sim_read_one_config_json_the_same_way(config):
 
 def test_sim_prices_what_exec_refuses_and_says_what_it_assumed():
     """A binding sliding window: exec refuses it, sim prices full attention (module note)."""
-    from sim.model_shapes import shape_from_config
+    from sim.model.from_config import shape_from_config
 
     config = hand("MistralForCausalLM", sliding_window=16)
     with pytest.raises(UnsupportedModelError, match="sliding-window"):

@@ -14,7 +14,7 @@ from experiments.plan.point import PlanSpec, WorkloadSpec
 from experiments.plan.report import SECTIONS, band_columns, rate_band
 from experiments.plan.search import RateSearch
 from experiments.plan.slo import SLOTargets
-from sim.model_error import MODEL_ERRORS, NO_BAND, error_band
+from sim.cost.model_error import MODEL_ERRORS, NO_BAND, error_band
 
 SMALL = ["plan", "--model", "smollm2-135m", "--workload", "synthetic", "--prompt-len", "64",
          "--output-len", "16", "--num-requests", "40", "--seeds", "1", "--rate-tolerance", "0.2",

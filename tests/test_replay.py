@@ -1,4 +1,4 @@
-"""`sim.replay` and `batchtwin replay`: teacher-forced replay separates scheduling divergence
+"""`sim.run.replay` and `batchtwin replay`: teacher-forced replay separates scheduling divergence
 (agree_fraction, first_divergence) from timing-model error (mape, median_ape)."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from experiments.cli import main
 from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler, Trace, Workload
 from shared.forward_batch import ForwardBatch
 from sim import ReplayResult, replay
-from sim.calibrated import CalibratedCostModel
-from sim.hardware import get_hardware
-from sim.model_shapes import get_model_shape
-from sim.roofline import RooflineCostModel
-from sim.sim_model_runner import SimModelRunner
-from sim.simulate import simulate
-from sim.token_source import SyntheticTokenSource
+from sim.cost.calibrated import CalibratedCostModel
+from sim.hardware.hardware import get_hardware
+from sim.model.from_config import get_model_shape
+from sim.cost.roofline.model import RooflineCostModel
+from sim.run.sim_model_runner import SimModelRunner
+from sim.run.simulate import simulate
+from sim.run.token_source import SyntheticTokenSource
 
 MODEL = "smollm2-135m"
 ENGINE = {"max_total_tokens": 900, "chunked_prefill_size": 64, "enable_mixed_chunk": True,

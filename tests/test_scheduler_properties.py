@@ -15,7 +15,7 @@ from shared.req import Req
 from shared.schedule_batch import ScheduleBatch
 from shared.scheduler import Scheduler
 from shared.trace import Trace
-from sim.shadow_kv import ShadowKV
+from sim.conformance.shadow_kv import ShadowKV
 from tests.scripted_runner import ScriptedRunner, default_token, drive
 from tests.strategies import kv_pressure_cases, scheduler_cases
 

@@ -3,7 +3,7 @@ benchmark client meets a server, at real time): the mock is the simulator, check
 reading a clock.
 
 - the engine: the trace the server saves is the simulator's at the server's arrivals: a
-  teacher-forced replay (`sim.replay`) re-schedules every recorded step identically from the
+  teacher-forced replay (`sim.run.replay`) re-schedules every recorded step identically from the
   recorded arrivals and step start times, and every step lasts exactly the cost model's price;
 - the answers: every request gets all its tokens, and no client sees its first token before
   the server's own trace says it was sampled (the client's TTFT median is at least the
@@ -24,7 +24,7 @@ import statistics
 
 from experiments.bench_serve_mock import free_port, measure, subprocess_server
 from shared import Trace
-from sim.replay import replay
+from sim.run.replay import replay
 
 RATE, PROMPTS, INPUT, OUTPUT = 8.0, 30, 256, 64
 FLOAT_EPS = 1e-9   # relative: a step's price computed twice in the same float operations

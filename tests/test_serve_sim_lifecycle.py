@@ -65,8 +65,8 @@ def test_requests_after_the_engine_stopped_get_503_not_a_server_error():
     from fastapi.testclient import TestClient
 
     from experiments.serve.app import create_app
-    from sim.online_sim import SimulatedOnlineEngine
-    from sim.simulate import build_simulation
+    from sim.run.online_sim import SimulatedOnlineEngine
+    from sim.run.simulate import build_simulation
 
     engine = SimulatedOnlineEngine(build_simulation(model="llama-3-8b", hardware="h100"), "m", 50.0)
     with TestClient(create_app(engine, PlaceholderCodec(engine.vocab_size))) as client:
@@ -109,7 +109,7 @@ def test_a_simulated_model_with_a_tokenizer_counts_and_writes_with_it(tmp_path):
     import httpx
 
     tokenizers = pytest.importorskip("tokenizers")
-    from sim.model_shapes import embedded_configs
+    from sim.model.from_config import embedded_configs
 
     tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="[UNK]"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)

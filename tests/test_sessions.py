@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from shared import Workload
-from sim.driver import drive_workload
-from sim.fleet_driver import Replica, drive_fleet
+from sim.run.driver import drive_workload
+from sim.fleet.driver import Replica, drive_fleet
 from sim.routers import ROUTERS, make_router
-from sim.simulate import build_simulation
-from sim.simulate_fleet import simulate_fleet
+from sim.run.simulate import build_simulation
+from sim.fleet.simulate import simulate_fleet
 
 
 def _sessions(n: int = 12, turns: int = 4, **kwargs) -> Workload:

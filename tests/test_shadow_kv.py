@@ -1,10 +1,10 @@
-"""The shadow-KV invariant (sim.shadow_kv) holds on the spec and catches what breaks it."""
+"""The shadow-KV invariant (sim.conformance.shadow_kv) holds on the spec and catches what breaks it."""
 
 import numpy as np
 import pytest
 
 from shared import EngineConfig, ForwardBatch, ModelInfo, Req, SamplingParams, Scheduler
-from sim.shadow_kv import ShadowKV, ShadowKVError, check_outcomes
+from sim.conformance.shadow_kv import ShadowKV, ShadowKVError, check_outcomes
 from tests.scripted_runner import ScriptedRunner, drive
 
 MODEL = ModelInfo(vocab_size=50, eos_token_ids=(0,), context_length=512)

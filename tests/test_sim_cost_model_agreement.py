@@ -1,6 +1,6 @@
 """The roofline and the kernel cost model agree on plain dense decode across the catalogue:
-within 2x (the roofline's latency terms, sim/roofline_latency.py, the kernel model's own, and
-its GEMMs' tile padding, sim.gemm_time.gemm_rows)."""
+within 2x (the roofline's latency terms, sim/cost/roofline/latency.py, the kernel model's own, and
+its GEMMs' tile padding, sim.cost.kernel.gemm_time.gemm_rows)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import itertools
 import numpy as np
 from hypothesis import given, settings
 
-from sim.batch_shape import BatchShape
-from sim.hardware import get_hardware, hardware_catalogue
-from sim.kernel_cost_model import KernelCostModel
-from sim.kv_capacity import kv_capacity_tokens
-from sim.model_shapes import EMBEDDED_CONFIGS, get_model_shape
-from sim.parallelism import check_tp
-from sim.roofline import RooflineCostModel
+from sim.cost.batch_shape import BatchShape
+from sim.hardware.hardware import get_hardware, hardware_catalogue
+from sim.cost.kernel.model import KernelCostModel
+from sim.model.kv_capacity import kv_capacity_tokens
+from sim.model.from_config import EMBEDDED_CONFIGS, get_model_shape
+from sim.model.parallelism import check_tp
+from sim.cost.roofline.model import RooflineCostModel
 from tests.strategies import dense_decode_cases
 
 AGREEMENT = 2.0

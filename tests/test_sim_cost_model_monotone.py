@@ -2,7 +2,7 @@
 more at no less: one more new token, cached-prefix token or KV token, or one more request,
 for every embedded model, catalogue chip and tp the model shards (defaults: no EP, no
 attention DP); every step finite and positive. And the kernel model's causal prefill
-attention (`sim.prefill_attention`): a tile's pairs, the longest tile as a lower bound."""
+attention (`sim.cost.kernel.prefill_attention`): a tile's pairs, the longest tile as a lower bound."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.batch_shape import BatchShape
-from sim.cost_model import CostModel
-from sim.hardware import get_hardware
-from sim.kernel_cost_model import KernelCostModel
-from sim.model_shapes import get_model_shape
-from sim.prefill_attention import query_tile_pairs, tiled_makespan
-from sim.roofline import RooflineCostModel
+from sim.cost.batch_shape import BatchShape
+from sim.cost.base import CostModel
+from sim.hardware.hardware import get_hardware
+from sim.cost.kernel.model import KernelCostModel
+from sim.model.from_config import get_model_shape
+from sim.cost.kernel.prefill_attention import query_tile_pairs, tiled_makespan
+from sim.cost.roofline.model import RooflineCostModel
 from tests.strategies import batch_growths, cost_model_keys
 
 KINDS = {"roofline": RooflineCostModel, "kernel": KernelCostModel}

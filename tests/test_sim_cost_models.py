@@ -1,4 +1,4 @@
-"""Cost models (sim/roofline.py, sim/calibrated.py) and the BatchShape they price."""
+"""Cost models (sim/cost/roofline/model.py, sim/cost/calibrated.py) and the BatchShape they price."""
 
 import itertools
 import json
@@ -12,15 +12,15 @@ from shared.req import Req
 from shared.sampling_params import SamplingParams
 from shared.scheduler import Scheduler
 from shared.step_record import StepRecord
-from sim.batch_shape import BatchShape
-from sim.calibrated import FEATURES, CalibratedCostModel, nnls, shape_features
-from sim.cost_model import STEP_COST_PARTS, StepCost, ZeroCostModel, reprice
-from sim.hardware import get_hardware
-from sim.kv_capacity import kv_capacity_tokens
-from sim.model_shapes import get_model_shape
-from sim.roofline import RooflineCostModel
-from sim.roofline_latency import kernel_latency
-from sim.roofline_overheads import Overheads
+from sim.cost.batch_shape import BatchShape
+from sim.cost.calibrated import FEATURES, CalibratedCostModel, nnls, shape_features
+from sim.cost.base import STEP_COST_PARTS, StepCost, ZeroCostModel, reprice
+from sim.hardware.hardware import get_hardware
+from sim.model.kv_capacity import kv_capacity_tokens
+from sim.model.from_config import get_model_shape
+from sim.cost.roofline.model import RooflineCostModel
+from sim.cost.roofline.latency import kernel_latency
+from sim.cost.roofline.overheads import Overheads
 from tests.scripted_runner import ScriptedRunner, drive
 
 LLAMA8 = get_model_shape("llama-3-8b")

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from shared import SamplingParams, Workload
 from shared.workload import WorkloadRequest
-from sim.embedded_configs import config_dict
-from sim.simulate import simulate
-from sim.simulate_disaggregated import parse_layout, simulate_disaggregated
-from sim.token_source import SyntheticTokenSource
+from sim.model.embedded_configs import config_dict
+from sim.run.simulate import simulate
+from sim.fleet.simulate_disaggregated import parse_layout, simulate_disaggregated
+from sim.run.token_source import SyntheticTokenSource
 from tests.strategies import disagg_layouts, small_engine_args, stream_workloads
 
 FREE = {"kv_link_latency": 0.0, "kv_link_bandwidth": math.inf}

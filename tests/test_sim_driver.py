@@ -7,13 +7,13 @@ import math
 import pytest
 
 from shared import EngineConfig, FinishReason, ModelInfo, Scheduler, Workload
-from sim.batch_shape import BatchShape
-from sim.cost_model import ZeroCostModel
-from sim.driver import drive_workload
-from sim.hardware import get_hardware
-from sim.model_shapes import get_model_shape
-from sim.roofline import RooflineCostModel
-from sim.simulate import build_simulation
+from sim.cost.batch_shape import BatchShape
+from sim.cost.base import ZeroCostModel
+from sim.run.driver import drive_workload
+from sim.hardware.hardware import get_hardware
+from sim.model.from_config import get_model_shape
+from sim.cost.roofline.model import RooflineCostModel
+from sim.run.simulate import build_simulation
 from tests.scripted_runner import ScriptedRunner
 
 VOCAB = 1000
@@ -143,7 +143,7 @@ def test_requests_at_the_same_time_are_admitted_in_workload_order():
 
 
 def test_a_simulation_leaves_no_reference_cycles():
-    """The driver pauses the cyclic collector for a run (sim.driver.cyclic_gc_paused); that
+    """The driver pauses the cyclic collector for a run (sim.run.driver.cyclic_gc_paused); that
     holds memory flat only because a run, with retractions, chunking and prefix sharing,
     makes no cyclic garbage. The collector's previous state is restored."""
     workload = Workload.sharegpt_like(200, vocab_size=49152, seed=3, rate=40.0)

@@ -6,12 +6,12 @@ import json
 
 from exec.engine import Engine
 from shared import SamplingParams, Workload
-from sim.driver import drive_workload
-from sim.hardware import get_hardware
-from sim.model_shapes import get_model_shape
-from sim.roofline import RooflineCostModel
-from sim.simulate import build_simulation
-from sim.token_source import ReplayTokenSource
+from sim.run.driver import drive_workload
+from sim.hardware.hardware import get_hardware
+from sim.model.from_config import get_model_shape
+from sim.cost.roofline.model import RooflineCostModel
+from sim.run.simulate import build_simulation
+from sim.run.token_source import ReplayTokenSource
 
 ENGINE = {"max_total_tokens": 1024, "chunked_prefill_size": 16}
 

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from shared import Workload
-from sim.batch_shape import BatchShape
-from sim.engine_profile import ENGINE_PROFILES, SOURCES, EngineProfile, get_engine_profile
-from sim.hardware import get_hardware
-from sim.kernel_cost_model import KernelCostModel
-from sim.model_shapes import get_model_shape
-from sim.simulate import build_simulation, simulate
+from sim.cost.batch_shape import BatchShape
+from sim.cost.engine_profile import ENGINE_PROFILES, SOURCES, EngineProfile, get_engine_profile
+from sim.hardware.hardware import get_hardware
+from sim.cost.kernel.model import KernelCostModel
+from sim.model.from_config import get_model_shape
+from sim.run.simulate import build_simulation, simulate
 
 DECODE = BatchShape.decode(np.full(64, 500), 64)
 

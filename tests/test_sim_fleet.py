@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import SamplingParams, Workload, WorkloadRequest
-from sim.driver import drive_workload
-from sim.fleet_driver import Replica, drive_fleet
+from sim.run.driver import drive_workload
+from sim.fleet.driver import Replica, drive_fleet
 from sim.routers import ROUTERS, make_router
-from sim.simulate import build_simulation, load_model, model_info
+from sim.run.simulate import build_simulation, load_model, model_info
 from tests.strategies import generator_workloads, timing_engine_args
 
 SMALL_MODEL = "smollm2-135m"   # a small model: short, cheap steps
@@ -101,7 +101,7 @@ def test_one_replica_behind_any_router_is_the_single_engine_for_every_workload_g
         w, router, engine_args, decode_runs):
     """Every StepRecord field (start_time and duration included) and every request record,
     whatever the arrival process; and in both, a step after an idle spell starts at an
-    arrival time exactly (the engine sleeps to it: `sim.driver.wait_until`), however far
+    arrival time exactly (the engine sleeps to it: `sim.run.driver.wait_until`), however far
     back the single engine's or the fleet's sleep started."""
     single = _replica(SMALL_MODEL, **engine_args)
     expected = drive_workload(single.scheduler, single.runner, w,
@@ -165,11 +165,11 @@ def _schedulers_tracked() -> int:
 @pytest.mark.parametrize("router, turns", [("least_load", 1), ("round_robin", 2)])
 def test_a_fleet_run_leaves_no_scheduler_to_the_cyclic_collector(router, turns):
     """A run pauses the collector and hands what it made to the oldest generation
-    (sim.driver.cyclic_gc_paused), so a replica held in a reference cycle would outlive the
+    (sim.run.driver.cyclic_gc_paused), so a replica held in a reference cycle would outlive the
     run until a rare full collection: its KV pool (tens of MB) too, at every fleet run of a
     sweep. Both ways of routing at arrival: a router that reads the loads, and follow-up
     turns behind any router."""
-    from sim.simulate_fleet import simulate_fleet
+    from sim.fleet.simulate import simulate_fleet
 
     w = Workload.sessions(3, turns, vocab_size=49152, user_len=8, output_len=4, rate=100.0,
                           seed=1)
@@ -205,7 +205,7 @@ def test_an_empty_fleet_and_an_unknown_router_are_refused():
 def test_cache_aware_beats_round_robin_on_shared_prefix_traffic():
     """16 system prompts of 1024 tokens, 32 questions each, on 4 replicas: keeping a group
     on one replica raises the prefix hit rate and cuts the TTFT tail."""
-    from sim.simulate_fleet import simulate_fleet
+    from sim.fleet.simulate import simulate_fleet
 
     w = Workload.generated_shared_prefix(16, 32, 1024, 64, 64, vocab_size=128256, rate=40.0,
                                          seed=2)
@@ -220,7 +220,7 @@ def test_cache_aware_matches_least_load_without_shared_prefixes():
     p50 and output throughput agree within the seed-to-seed noise (5%, 3%, 1%)."""
     import statistics
 
-    from sim.simulate_fleet import simulate_fleet
+    from sim.fleet.simulate import simulate_fleet
 
     runs = {r: [simulate_fleet(Workload.sharegpt_like(400, vocab_size=128256, rate=40.0,
                                                       seed=seed),

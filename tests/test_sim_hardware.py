@@ -1,17 +1,17 @@
-"""The hardware catalogue (sim/hardware.py): provenance of every number, JSON entries, errors."""
+"""The hardware catalogue (sim/hardware/hardware.py): provenance of every number, JSON entries, errors."""
 
 import json
 
 import pytest
 
-from sim.hardware import (
+from sim.hardware.hardware import (
     NUMBER_FIELDS,
     Hardware,
     get_hardware,
     hardware_catalogue,
     load_hardware_file,
 )
-from sim.hardware_catalogue import CATALOGUE
+from sim.hardware.catalogue import CATALOGUE
 
 ISSUE_KEYS = ("a100-80g", "h100", "h200", "b200", "910b", "mi300x")
 # Ridge points (bf16 FLOP per byte) from reference/simulators.md §8.

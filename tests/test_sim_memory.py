@@ -1,6 +1,6 @@
 """Repeated simulations in one process give their memory back (a planner runs thousands).
 
-The driver pauses the cyclic collector during a run (sim.driver.cyclic_gc_paused), so a run's
+The driver pauses the cyclic collector during a run (sim.run.driver.cyclic_gc_paused), so a run's
 objects must be freed by reference counting alone once the caller drops them: no object of
 the project may end in a reference cycle.
 """
@@ -9,7 +9,7 @@ import gc
 from pathlib import Path
 
 from shared.workload import Workload
-from sim.simulate import simulate
+from sim.run.simulate import simulate
 
 STATUS = Path("/proc/self/status")
 

@@ -3,9 +3,9 @@
 import numpy as np
 
 from shared import ForwardBatch, Workload
-from sim.batch_shape import BatchShape
-from sim.driver import drive_workload
-from sim.simulate import build_simulation
+from sim.cost.batch_shape import BatchShape
+from sim.run.driver import drive_workload
+from sim.run.simulate import build_simulation
 
 
 def _simulation(**engine_args):

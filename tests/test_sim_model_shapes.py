@@ -1,11 +1,11 @@
-"""Model shapes (sim/model_shapes.py): config.json -> parameter counts, FLOPs and bytes."""
+"""Model shapes (sim/model/from_config.py): config.json -> parameter counts, FLOPs and bytes."""
 
 import json
 
 import pytest
 
 from experiments.cli import main
-from sim.model_shapes import (
+from sim.model.from_config import (
     EMBEDDED_CONFIGS,
     causal_pairs,
     embedded_configs,

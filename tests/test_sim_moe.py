@@ -1,5 +1,5 @@
-"""Mixture-of-experts, MLA and expert parallelism in the simulator (sim/model_shape.py,
-sim/expert_routing.py, sim/expert_cost.py, sim/parallelism.py): weight bytes and FLOPs
+"""Mixture-of-experts, MLA and expert parallelism in the simulator (sim/model/shape.py,
+sim/cost/expert_routing.py, sim/cost/expert_cost.py, sim/model/parallelism.py): weight bytes and FLOPs
 against hand counts from DeepSeek-V3's config.json, routing, the all-to-all, bad degrees."""
 
 import math
@@ -7,13 +7,13 @@ import math
 import pytest
 
 from experiments.cli import main
-from sim.batch_shape import BatchShape
-from sim.expert_routing import ExpertRouting
-from sim.hardware import Efficiencies, get_hardware
-from sim.model_shapes import config_dict, get_model_shape
-from sim.parallelism import weight_bytes_per_gpu
-from sim.roofline import RooflineCostModel
-from sim.roofline_latency import kernel_latency
+from sim.cost.batch_shape import BatchShape
+from sim.cost.expert_routing import ExpertRouting
+from sim.hardware.hardware import Efficiencies, get_hardware
+from sim.model.from_config import config_dict, get_model_shape
+from sim.model.parallelism import weight_bytes_per_gpu
+from sim.cost.roofline.model import RooflineCostModel
+from sim.cost.roofline.latency import kernel_latency
 
 H200 = get_hardware("h200")
 PEAK = Efficiencies(1.0, 1.0, 1.0)   # rates are the peaks: times * rate are bytes or FLOPs

@@ -1,4 +1,4 @@
-"""Weight and KV dtypes per run (sim/precision.py): SGLang's --quantization and
+"""Weight and KV dtypes per run (sim/hardware/precision.py): SGLang's --quantization and
 --kv-cache-dtype, the checkpoint's quantization_config, bytes, peaks and the fp8 and nvfp4
 refusals."""
 
@@ -8,17 +8,17 @@ import pytest
 
 from experiments.cli import main
 from shared.workload import Workload
-from sim.batch_shape import BatchShape
-from sim.chip_kernels import chip_kernels
-from sim.elementwise_traffic import elementwise_row_bytes
-from sim.hardware import NUMBER_FIELDS, get_hardware, load_hardware_file
-from sim.kernel_cost_model import KernelCostModel
-from sim.kv_capacity import kv_capacity_tokens
-from sim.model_shapes import get_model_shape
-from sim.precision import run_dtypes
-from sim.roofline import RooflineCostModel
-from sim.roofline_latency import kernel_latency
-from sim.simulate import build_simulation
+from sim.cost.batch_shape import BatchShape
+from sim.hardware.chip_kernels import chip_kernels
+from sim.cost.kernel.elementwise_traffic import elementwise_row_bytes
+from sim.hardware.hardware import NUMBER_FIELDS, get_hardware, load_hardware_file
+from sim.cost.kernel.model import KernelCostModel
+from sim.model.kv_capacity import kv_capacity_tokens
+from sim.model.from_config import get_model_shape
+from sim.hardware.precision import run_dtypes
+from sim.cost.roofline.model import RooflineCostModel
+from sim.cost.roofline.latency import kernel_latency
+from sim.run.simulate import build_simulation
 
 H200 = get_hardware("h200")
 B200 = get_hardware("b200")
@@ -91,7 +91,7 @@ def test_fp8_refusal_happens_before_anything_runs():
                                            ({"kv_cache_dtype": "fp4"}, "kv_cache_dtype 'fp4'")])
 def test_unknown_quantization_names_are_refused_naming_the_field(kw, match):
     """Unknown --quantization and --kv-cache-dtype values raise ValueError naming the field."""
-    from sim.simulate import simulate
+    from sim.run.simulate import simulate
 
     with pytest.raises(ValueError, match=match):
         simulate(Workload.synthetic(2, 8, 2, vocab_size=100), model="smollm2-135m", **kw)
@@ -153,7 +153,7 @@ def test_nvfp4_on_hopper_is_refused_naming_the_hardware_and_flops_fp4(capsys):
 def test_nvfp4_simulates_on_b200_through_simulate_and_the_cli(capsys):
     """simulate() and `batchtwin simulate --quantization nvfp4 --hardware b200` both run,
     and the trace header records the nvfp4 weights."""
-    from sim.simulate import simulate
+    from sim.run.simulate import simulate
 
     result = simulate(Workload.synthetic(4, 16, 4, vocab_size=1000), model="llama-3-8b",
                       hardware="b200", quantization="modelopt_fp4")

@@ -8,9 +8,9 @@ ReplayTokenSource and the external finishes through its `finished` hook."""
 import numpy as np
 
 from shared import FinishReason, SamplingParams, Trace, Workload
-from sim.model_shapes import embedded_configs
-from sim.simulate import simulate
-from sim.token_source import ReplayTokenSource, SyntheticTokenSource
+from sim.model.from_config import embedded_configs
+from sim.run.simulate import simulate
+from sim.run.token_source import ReplayTokenSource, SyntheticTokenSource
 
 EOS = 2
 MODEL = {**embedded_configs()["smollm2-135m"], "eos_token_id": EOS}

@@ -1,4 +1,4 @@
-"""The roofline's latency terms (sim/roofline_latency.py), each against a hand-computed value:
+"""The roofline's latency terms (sim/cost/roofline/latency.py), each against a hand-computed value:
 kernel latency on its linear layers and attention, NCCL's alpha-beta all-reduce (its
 agreement with the kernel model: tests/test_sim_cost_model_agreement.py)."""
 
@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.batch_shape import BatchShape
-from sim.collectives import allreduce_time
-from sim.gemm_time import gemm_rows
-from sim.hardware import get_hardware
-from sim.model_shapes import get_model_shape
-from sim.roofline import RooflineCostModel
-from sim.roofline_latency import AllReduces
+from sim.cost.batch_shape import BatchShape
+from sim.hardware.collectives import allreduce_time
+from sim.cost.kernel.gemm_time import gemm_rows
+from sim.hardware.hardware import get_hardware
+from sim.model.from_config import get_model_shape
+from sim.cost.roofline.model import RooflineCostModel
+from sim.cost.roofline.latency import AllReduces
 
 H100 = get_hardware("h100")
 LINK = H100.interconnect_bw * H100.interconnect_efficiency   # 337.5 GB/s NCCL bus bandwidth
@@ -59,7 +59,7 @@ def test_a_large_allreduce_tends_to_the_ring_formula_plus_nccls_simple_latency()
 
 
 def test_the_roofline_allreduce_is_the_kernel_models_nccl_model():
-    """One source of truth: each of the roofline's all-reduces is `sim.collectives`'."""
+    """One source of truth: each of the roofline's all-reduces is `sim.hardware.collectives`'."""
     model = RooflineCostModel(get_model_shape("llama-3-70b"), H100, 8)
     for rows in (1, 64, 4096):
         one = allreduce_time(rows * 8192 * 2, 8, LINK).total

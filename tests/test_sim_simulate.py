@@ -1,4 +1,4 @@
-"""`sim.simulate`: determinism, metrics, the trace header, engine config and bad input."""
+"""`sim.run.simulate`: determinism, metrics, the trace header, engine config and bad input."""
 
 import json
 import math
@@ -9,11 +9,11 @@ import pytest
 
 import sim
 from shared import EngineConfig, Trace, Workload, cuda_graph_batch_sizes
-from sim.calibrated import FEATURES, CalibratedCostModel
-from sim.cost_model import ZeroCostModel
-from sim.hardware import get_hardware
-from sim.kv_capacity import kv_capacity_tokens
-from sim.model_shapes import embedded_configs, get_model_shape
+from sim.cost.calibrated import FEATURES, CalibratedCostModel
+from sim.cost.base import ZeroCostModel
+from sim.hardware.hardware import get_hardware
+from sim.model.kv_capacity import kv_capacity_tokens
+from sim.model.from_config import embedded_configs, get_model_shape
 
 VOCAB = 49152  # smollm2-135m
 SMALL = {"model": "smollm2-135m", "hardware": "h100"}

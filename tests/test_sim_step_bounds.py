@@ -12,16 +12,16 @@ from shared.forward_mode import ForwardMode
 from shared.run_result import STEP_COLUMNS, RunResult, bound_shares
 from shared.trace import Trace
 from shared.workload import Workload
-from sim.batch_shape import BatchShape
-from sim.cost_model import BOUNDS, BoundSplit, ZeroCostModel, bounds_of
-from sim.extend_steps import ExtendSteps
-from sim.hardware import get_hardware
-from sim.kernel_cost_model import KernelCostModel
-from sim.model_shapes import get_model_shape
-from sim.roofline import RooflineCostModel
-from sim.roofline_overheads import Overheads
-from sim.simulate import simulate
-from sim.step_bounds import step_bounds
+from sim.cost.batch_shape import BatchShape
+from sim.cost.base import BOUNDS, BoundSplit, ZeroCostModel, bounds_of
+from sim.cost.extend_steps import ExtendSteps
+from sim.hardware.hardware import get_hardware
+from sim.cost.kernel.model import KernelCostModel
+from sim.model.from_config import get_model_shape
+from sim.cost.roofline.model import RooflineCostModel
+from sim.cost.roofline.overheads import Overheads
+from sim.run.simulate import simulate
+from sim.cost.step_bounds import step_bounds
 
 MODELS = (RooflineCostModel, KernelCostModel)
 

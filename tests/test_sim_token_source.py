@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from shared import FinishReason, SamplingParams
 from shared.engine_config import EngineConfig, ModelInfo
 from shared.trace import RequestRecord, Trace
-from sim.seeded_ids import skip_ids
-from sim.token_source import ReplayTokenSource, SyntheticTokenSource
+from sim.run.seeded_ids import skip_ids
+from sim.run.token_source import ReplayTokenSource, SyntheticTokenSource
 
 EOS = (0, 3, 7)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sim.two_batch_overlap import exposed_alltoall
+from sim.cost.kernel.two_batch_overlap import exposed_alltoall
 
 
 def test_no_communication_leaves_nothing_exposed():

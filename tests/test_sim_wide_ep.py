@@ -8,20 +8,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.batch_shape import BatchShape
-from sim.cluster_network import (
+from sim.cost.batch_shape import BatchShape
+from sim.hardware.cluster_network import (
     LOW_LATENCY_A2A_FRACTION,
     NORMAL_A2A_FRACTION,
     deepep_time,
     distinct_remote_nodes,
     node_network,
 )
-from sim.ep_options import EPOptions
-from sim.hardware import get_hardware
-from sim.kernel_cost_model import KernelCostModel
-from sim.model_shapes import get_model_shape
-from sim.simulate import build_simulation
-from sim.two_batch_overlap import exposed_alltoall
+from sim.model.ep_options import EPOptions
+from sim.hardware.hardware import get_hardware
+from sim.cost.kernel.model import KernelCostModel
+from sim.model.from_config import get_model_shape
+from sim.run.simulate import build_simulation
+from sim.cost.kernel.two_batch_overlap import exposed_alltoall
 
 H100 = get_hardware("h100")
 NET = node_network("h100")

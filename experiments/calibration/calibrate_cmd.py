@@ -5,9 +5,9 @@
 
 Runs the real executor over a grid of batch shapes (experiments.calibration.grid), fits
 `sim.CalibratedCostModel` on the training grid, and reports its error on the held-out grid
-and on a real online trace re-priced by `sim.replay`. Writes to `--out`:
+and on a real online trace re-priced by `sim.run.replay`. Writes to `--out`:
 
-- `cost_model.json`: the calibrated model (`batchtwin simulate --cost-model`, `sim.simulate`);
+- `cost_model.json`: the calibrated model (`batchtwin simulate --cost-model`, `sim.run.simulate`);
 - `hardware.json`: this machine's measured bandwidth and FLOP/s as a hardware entry
   (`--hardware batchtwin-calibration/hardware.json`);
 - `steps.csv`: every measured step (scenario, split, features, measured and predicted s);
@@ -94,7 +94,7 @@ def summary_text(r: Calibration, out: Path) -> str:
     f = figures(r)
     coef = "\n".join(f"  {k:<24} {v:.3e} s" for k, v in zip(r.cost_model.features,
                                                             r.cost_model.coefficients, strict=True))
-    replayed = (f"  real online trace re-priced (sim.replay): MAPE {f['replay_mape']:.1%}, "
+    replayed = (f"  real online trace re-priced (sim.run.replay): MAPE {f['replay_mape']:.1%}, "
                 f"median APE {f['replay_median_ape']:.1%}, schedule agreement "
                 f"{f['replay_agree_fraction']:.0%}\n") if r.replay else ""
     return (f"calibrated {Path(r.model).name} on this machine ({f['steps_measured']} steps)\n"

@@ -20,7 +20,7 @@ class CalibrationConfig:
     repeats: int = 2
     chunk_size: int = 1024          # chunked_prefill_size of the calibration engine
     max_total_tokens: int = 32768
-    online_requests: int = 24       # the real trace re-priced by sim.replay
+    online_requests: int = 24       # the real trace re-priced by sim.run.replay
     online_rate: float = 4.0
     online_prompt_median: float = 128.0
     online_output_median: float = 32.0

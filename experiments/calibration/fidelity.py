@@ -8,7 +8,7 @@ scheduler built from the real trace's effective EngineConfig (its `max_total_tok
 included; nothing re-derived), with the real run's tokens (`ReplayTokenSource`, so requests
 end where the real ones did). Each run gives
 
-- teacher forcing (`sim.replay` of the real trace): median APE and MAPE of per-step time,
+- teacher forcing (`sim.run.replay` of the real trace): median APE and MAPE of per-step time,
   and the fraction of recorded steps the spec re-schedules identically;
 - free running: relative error of TTFT, TPOT and E2E at p50 and p90, and the fraction of
   steps whose batch (mode and requests) matches the real step of the same index.
@@ -30,11 +30,11 @@ from shared.sampling_params import SamplingParams
 from shared.scheduler import Scheduler
 from shared.trace import Trace
 from shared.workload import Workload, WorkloadRequest
-from sim.cost_model import CostModel
-from sim.driver import drive_workload
-from sim.replay import ReplayResult, replay
-from sim.sim_model_runner import SimModelRunner
-from sim.token_source import ReplayTokenSource
+from sim.cost.base import CostModel
+from sim.run.driver import drive_workload
+from sim.run.replay import ReplayResult, replay
+from sim.run.sim_model_runner import SimModelRunner
+from sim.run.token_source import ReplayTokenSource
 
 if TYPE_CHECKING:
     from exec.engine import Engine

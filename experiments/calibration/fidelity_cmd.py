@@ -26,7 +26,7 @@ from experiments.calibration import calibrate_cmd
 from experiments.calibration.config import CalibrationConfig
 from experiments.calibration.fidelity import WorkloadSpec, latency_table, medians, run_fidelity
 from experiments.cli_errors import UsageError
-from sim.calibrated import CalibratedCostModel
+from sim.cost.calibrated import CalibratedCostModel
 
 HELP = "measure the simulator against the real executor (teacher forced and free running)"
 BARS = {"teacher_forced_median_ape": 0.05, "teacher_forced_mape": 0.10,

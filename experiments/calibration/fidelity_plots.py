@@ -25,7 +25,7 @@ def plot_step_times(runs: list[RunFidelity], path: Path) -> None:
                 ax.scatter(steps["measured"][m] * 1e3, steps["predicted"][m] * 1e3, s=10,
                            marker=marker, alpha=0.5, label=f"{mode.lower()} (run {i + 1})")
     _diagonal(ax, "step time, measured (ms)", "step time, predicted (ms)", log=True)
-    ax.set_title("per-step time, teacher forced (sim.replay)")
+    ax.set_title("per-step time, teacher forced (sim.run.replay)")
     _save(fig, path)
 
 

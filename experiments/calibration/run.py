@@ -1,6 +1,6 @@
 """Calibrating the simulator to this machine: measure the real executor on a grid of batch
 shapes, fit `sim.CalibratedCostModel`, and check it on shapes it was not fitted on and on a
-real online trace re-priced by `sim.replay` (teacher forcing).
+real online trace re-priced by `sim.run.replay` (teacher forcing).
 
 Protocol: a fixed torch thread count, one warm-up pass (discarded), then `repeats` passes
 over the training grid and the held-out grid (`experiments.calibration.grid`); every step of
@@ -22,9 +22,9 @@ from experiments.machine_probe import MachineRates, measure_machine
 from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
 from shared.sampling_params import SamplingParams
 from shared.workload import Workload
-from sim.batch_shape import BatchShape
-from sim.calibrated import FEATURES, CalibratedCostModel, shape_features
-from sim.replay import ReplayResult, replay
+from sim.cost.batch_shape import BatchShape
+from sim.cost.calibrated import FEATURES, CalibratedCostModel, shape_features
+from sim.run.replay import ReplayResult, replay
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -111,7 +111,7 @@ def calibrate_engine(engine: Engine, c: CalibrationConfig, model: str, progress=
                        f"{c.threads} threads")
     replayed = None
     if c.online_requests:
-        progress("re-pricing a real online trace (sim.replay, teacher forcing)")
+        progress("re-pricing a real online trace (sim.run.replay, teacher forcing)")
         replayed = replay(online_trace(engine, c, vocab), fitted)
     engine.reset()
     return summarise(fitted, rows, rates, replayed, model)

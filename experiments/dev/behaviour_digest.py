@@ -61,8 +61,8 @@ def fingerprint(trace: Trace | dict) -> tuple[str, ...]:
 
 
 def single_runs() -> Iterator[tuple[str, Callable[[], list[Trace]]]]:
-    from sim.driver import drive_workload
-    from sim.simulate import build_simulation
+    from sim.run.driver import drive_workload
+    from sim.run.simulate import build_simulation
 
     def run(workload: Workload, cost: str, decode_runs: bool, engine: dict) -> list[Trace]:
         s = build_simulation(model="llama-3-8b", hardware="h100", cost_model=cost, **engine)
@@ -88,9 +88,9 @@ def result_traces(result: Any) -> list[Any]:
 
 
 def layout_runs() -> Iterator[tuple[str, Callable[[], list[Trace]]]]:
-    from sim.simulate import simulate
-    from sim.simulate_disaggregated import simulate_disaggregated
-    from sim.simulate_fleet import simulate_fleet
+    from sim.run.simulate import simulate
+    from sim.fleet.simulate_disaggregated import simulate_disaggregated
+    from sim.fleet.simulate import simulate_fleet
 
     w = workloads()
     for router in ("round_robin", "cache_aware"):

@@ -28,7 +28,7 @@ from exec.spec_probe import TorchSpecProbe
 from experiments.dev.tiny_exec import TINY_INFO, TinyExec
 from shared import EngineConfig, InvalidRequestError, Req, Scheduler
 from shared.forward_batch import ForwardBatch
-from sim.batch_shape import BatchShape
+from sim.cost.batch_shape import BatchShape
 from sim.conformance import (
     AgreementError,
     PushTokenSource,
@@ -36,9 +36,9 @@ from sim.conformance import (
     engine_configs,
     sampling_params,
 )
-from sim.cost_model import ZeroCostModel
-from sim.shadow_kv import ShadowKV, check_outcomes
-from sim.sim_model_runner import SimModelRunner
+from sim.cost.base import ZeroCostModel
+from sim.conformance.shadow_kv import ShadowKV, check_outcomes
+from sim.run.sim_model_runner import SimModelRunner
 
 MAX_PROMPT_LEN = 64
 IDLE_TICK = 1e-4   # seconds a step with nothing to run takes

@@ -39,7 +39,7 @@ class Candidate:
     def num_gpus(self) -> int:
         """tp GPUs per replica or instance (the experts are placed on them: ep divides tp)."""
         if self.disaggregate is not None:
-            from sim.simulate_disaggregated import parse_layout
+            from sim.fleet.simulate_disaggregated import parse_layout
 
             return self.tp * sum(parse_layout(self.disaggregate))
         return self.tp * self.dp
@@ -49,7 +49,7 @@ class Candidate:
         return {k: getattr(self, k) for k in KNOBS}
 
     def run_args(self) -> dict[str, Any]:
-        """`sim.simulate.simulate`'s ep_size, quantization and kv_cache_dtype."""
+        """`sim.run.simulate.simulate`'s ep_size, quantization and kv_cache_dtype."""
         return {k: getattr(self, k) for k in RUN_AXES}
 
     @property
@@ -123,10 +123,10 @@ def parse_list(text: str, flag: str, convert: Callable[[str], Any],
 def check_candidates(model: str, candidates: Sequence[Candidate]) -> None:
     """Every name and knob is known and valid for the model; ValueError naming the bad one."""
     from shared.engine_config import EngineConfig
-    from sim.hardware import get_hardware
-    from sim.parallelism import check_ep, check_tp
-    from sim.precision import check_precision, run_dtypes
-    from sim.simulate import load_model
+    from sim.hardware.hardware import get_hardware
+    from sim.model.parallelism import check_ep, check_tp
+    from sim.hardware.precision import check_precision, run_dtypes
+    from sim.run.simulate import load_model
 
     _, checkpoint = load_model(model)
     for c in candidates:
@@ -139,7 +139,7 @@ def check_candidates(model: str, candidates: Sequence[Candidate]) -> None:
         if c.dp < 1:
             raise ValueError(f"--dp: replicas must be >= 1, got {c.dp}")
         if c.disaggregate is not None:
-            from sim.simulate_disaggregated import parse_layout
+            from sim.fleet.simulate_disaggregated import parse_layout
 
             parse_layout(c.disaggregate)
             if c.dp > 1:

@@ -27,7 +27,7 @@ from experiments.plan.limits import load_stats
 from experiments.plan.slo import SLOTargets
 
 if TYPE_CHECKING:
-    from sim.engine_profile import EngineProfile
+    from sim.cost.engine_profile import EngineProfile
 
 SUMMARY_KEYS = ("completed", "request_throughput", "output_throughput", "num_retractions",
                 *(f"{m}_{s}" for m in ("ttft", "tpot", "itl", "e2e")
@@ -111,7 +111,7 @@ class PointResult:
 
 def simulate_point(spec: PlanSpec, point: Point):
     """The RunResult of one run (raises for bad input)."""
-    from sim.simulate import load_model, simulate
+    from sim.run.simulate import load_model, simulate
 
     _, shape = load_model(spec.model)
     w = spec.workload
@@ -126,14 +126,14 @@ def simulate_point(spec: PlanSpec, point: Point):
               "cost_model": spec.cost_model, "engine_profile": spec.engine_profile,
               "bounds": False, **c.run_args(), **c.engine_args()}
     if c.disaggregate is not None:
-        from sim.simulate_disaggregated import parse_layout, simulate_disaggregated
+        from sim.fleet.simulate_disaggregated import parse_layout, simulate_disaggregated
 
         prefill, decode = parse_layout(c.disaggregate)
         common.pop("bounds")
         return simulate_disaggregated(workload, prefill=prefill, decode=decode,
                                       prefill_router=spec.router, **common)
     if c.dp > 1:
-        from sim.simulate_fleet import simulate_fleet
+        from sim.fleet.simulate import simulate_fleet
 
         return simulate_fleet(workload, replicas=c.dp, router=spec.router, **common)
     return simulate(workload, **common)

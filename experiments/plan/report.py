@@ -13,7 +13,7 @@ from experiments.plan.grid import KNOBS, RUN_AXES, Candidate, show
 from experiments.plan.point import PlanSpec, PointResult
 from experiments.plan.search import Outcome
 from experiments.plan.slo import format_rate, format_seconds
-from sim.model_error import NO_BAND, error_band
+from sim.cost.model_error import NO_BAND, error_band
 
 SECTIONS = ("Recommendation", "Headroom", "Limits", "Sweep")
 LOAD_ROWS = (("kv_used_peak", "KV slots in use, peak (with prefix cache)", "pct"),
@@ -198,7 +198,7 @@ def runs_frame(results: Sequence[PointResult]) -> Any:
 def sweep_frame(ranked: Sequence[Outcome], cost_model: str | None = None,
                 prices: dict[str, float] | None = None) -> Any:
     """One row per configuration, best first; `rate_low`/`rate_high` bound `max_rate` by the
-    cost model's measured error (`sim.model_error`; empty when it has none); `num_gpus` and
+    cost model's measured error (`sim.cost.model_error`; empty when it has none); `num_gpus` and
     `cost_per_mtok` ($ per million output tokens at max_rate; NaN without prices)."""
     import pandas as pd
 

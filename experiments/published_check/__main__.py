@@ -22,7 +22,7 @@ from experiments.published_check.fit import fit, parse_grid
 from experiments.published_check.predict import predict_all
 from experiments.published_check.report import render, rows_frame, summary_frame
 from experiments.published_check.row_spec import RowSpec, Unexpressed
-from sim.kernel_params import KernelParams
+from sim.cost.kernel.params import KernelParams
 
 # NOTE: the team folder beside the repository; read from there, never copied in.
 DEFAULT_CSV = Path(__file__).resolve().parents[3] / "shared" / "reference" / \

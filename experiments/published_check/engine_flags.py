@@ -1,5 +1,5 @@
 """`engine_args(row, notes, sim_args, workload)`: the serving engine of a calibration-set row
-as simulator keywords: its engine profile (`sim.engine_profile`, from the `engine` column,
+as simulator keywords: its engine profile (`sim.cost.engine_profile`, from the `engine` column,
 with vLLM's multi-step scheduling from the published flags), the batch limits the
 published commands set (vLLM's `--max-num-seqs` and `--max-num-batched-tokens`, TRT-LLM's
 `max_num_tokens`, or, where a trtllm-bench run prints none, the tool's own heuristic) and
@@ -46,7 +46,7 @@ def profile_name(engine: str) -> str | None:
 
 
 def _vllm_profile(row: Mapping[str, Any], notes: list[str]):
-    from sim.engine_profile import get_engine_profile
+    from sim.cost.engine_profile import get_engine_profile
 
     text = f"{row.get('workload', '')} {row.get('caveat', '')}"
     match = SCHEDULER_STEPS.search(text)
@@ -111,9 +111,9 @@ def _trt_limits(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str,
 def _heuristic_limits(notes: list[str], sim_args: Mapping[str, Any], workload: Any
                       ) -> dict[str, Any]:
     from experiments.published_check.trtllm_bench_limits import trtllm_bench_limits
-    from sim.hardware import get_hardware
-    from sim.model_shapes import get_model_shape
-    from sim.precision import run_dtypes
+    from sim.hardware.hardware import get_hardware
+    from sim.model.from_config import get_model_shape
+    from sim.hardware.precision import run_dtypes
 
     shape = get_model_shape(sim_args["model"])
     shape = shape.with_dtypes(*run_dtypes(shape.weight_dtype, sim_args["quantization"],

@@ -150,7 +150,7 @@ def _metric(metric: str) -> tuple[str, float]:
 def _ep_options(workload: str, sim_args: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
     """SGLang's wide-EP flags named in the workload text (DeepEP, dense FFN DP, two-batch
     overlap, EPLB), as `ep_options`."""
-    from sim.ep_options import EPOptions
+    from sim.model.ep_options import EPOptions
 
     if "DeepEP" not in workload:
         return {}
@@ -184,7 +184,7 @@ def _batch_limits(workload: str, metric: str, sim_args: Mapping[str, Any], notes
 
 def _groups(row: Mapping[str, Any], sim_args: Mapping[str, Any], metric: str,
             workload: WorkloadSpec) -> tuple[str, ...]:
-    from sim.model_shapes import get_model_shape
+    from sim.model.from_config import get_model_shape
 
     groups = []
     if metric in ("output_throughput", "request_throughput"):

@@ -1,5 +1,5 @@
 """`--fit NAME=V1,V2,...`: choose the kernel cost model's cross-chip constants
-(`sim.kernel_params.KernelParams` fields) once, for the whole set: every point of the grid
+(`sim.cost.kernel.params.KernelParams` fields) once, for the whole set: every point of the grid
 is scored by the median |error| over the rows of the fit half of the source split
 (`sources.HALVES["A"]`); the best point is then reported on every row, so the other half's
 error is a held-out check of the fit."""
@@ -14,7 +14,7 @@ from statistics import median
 from experiments.published_check.predict import predict_all
 from experiments.published_check.row_spec import RowSpec
 from experiments.published_check.sources import half_of
-from sim.kernel_params import KernelParams
+from sim.cost.kernel.params import KernelParams
 
 FIT_HALF = "A"
 

@@ -87,7 +87,7 @@ class SubmitterLayout:
 
 
 def _vllm_steps(steps: int):
-    from sim.engine_profile import get_engine_profile
+    from sim.cost.engine_profile import get_engine_profile
 
     return get_engine_profile("vllm").with_scheduler_steps(steps)
 

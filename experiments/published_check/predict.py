@@ -54,8 +54,8 @@ def _fixed_batch_decode(spec: RowSpec) -> Prediction:
     throughput = batch / step time (under the engine's overlap setting)."""
     import numpy as np
 
-    from sim.batch_shape import BatchShape
-    from sim.simulate import build_simulation
+    from sim.cost.batch_shape import BatchShape
+    from sim.run.simulate import build_simulation
 
     w, s = spec.workload, build_simulation(seed=0, **spec.sim_args)
     kv = w.input_len + w.output_len // 2
@@ -90,6 +90,6 @@ def build_workload(w: WorkloadSpec, vocab_size: int):
 
 
 def _vocab(spec: RowSpec) -> int:
-    from sim.model_shapes import get_model_shape
+    from sim.model.from_config import get_model_shape
 
     return get_model_shape(spec.sim_args["model"]).vocab_size

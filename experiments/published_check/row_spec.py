@@ -30,7 +30,7 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class RowSpec:
-    """A calibration row as a run of `sim.simulate`: `sim_args` are its keywords (model,
+    """A calibration row as a run of `sim.run.simulate`: `sim_args` are its keywords (model,
     hardware, tp, ep_size, quantization, kv_cache_dtype and EngineConfig fields), `metric`
     the RunResult summary key it is compared on, times `scale` (1000: seconds to ms)."""
 

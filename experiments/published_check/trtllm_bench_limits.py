@@ -31,7 +31,7 @@ class BenchLimits(NamedTuple):
 
 def trtllm_bench_limits(model, hardware, tp: int, input_len: int, output_len: int
                         ) -> BenchLimits:
-    """The heuristic's limits for `model` (a `sim.model_shape.ModelShape`, its dtypes set)
+    """The heuristic's limits for `model` (a `sim.model.shape.ModelShape`, its dtypes set)
     on tp GPUs of `hardware`, for fixed ISL / OSL."""
     kv_bytes = 1 if model.kv_dtype.startswith("fp8") else 2
     per_token = 2 * model.num_layers * max(tp, model.num_kv_heads) * model.head_dim * kv_bytes / GIB

@@ -7,7 +7,7 @@
 
 Both modes take SGLang's engine flags (the EngineConfig fields: --max-running-requests,
 --chunked-prefill-size, --max-total-tokens, ...). Simulated answers are paced in wall-clock
-time (`sim.online_sim`; `--time-scale 10` runs ten times faster than the simulated GPU), its
+time (`sim.run.online_sim`; `--time-scale 10` runs ten times faster than the simulated GPU), its
 text placeholder tokens (`experiments.serve.text_codec`). Needs the `serve` extra (FastAPI,
 uvicorn, prometheus_client); real mode the `exec` extra too.
 """
@@ -78,8 +78,8 @@ def build_app(args: argparse.Namespace):
 
 def _simulated(args: argparse.Namespace):
     from experiments.serve.text_codec import simulated_codec
-    from sim.online_sim import SimulatedOnlineEngine
-    from sim.simulate import build_simulation
+    from sim.run.online_sim import SimulatedOnlineEngine
+    from sim.run.simulate import build_simulation
 
     if args.model_path is not None:
         raise ValueError(f"MODEL_PATH ({args.model_path}) is the real executor's; with --simulate "
@@ -96,7 +96,7 @@ def _simulated(args: argparse.Namespace):
 
 def _output_lengths(args: argparse.Namespace, info):
     from shared.length_dist import LogNormal
-    from sim.output_lengths import OutputLengths
+    from sim.run.output_lengths import OutputLengths
 
     if args.output_len_median is None:
         if args.output_len_sigma is not None:

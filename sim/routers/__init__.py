@@ -1,11 +1,11 @@
-"""The fleet's routing policies by name (`sim.router` has the contract). A new policy is a
+"""The fleet's routing policies by name (`sim.routers.base` has the contract). A new policy is a
 new file here plus one entry in ROUTERS."""
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
-from sim.router import Router
+from sim.routers.base import Router
 from sim.routers.cache_aware import CacheAware
 from sim.routers.least_load import LeastLoad
 from sim.routers.power_of_two import PowerOfTwo

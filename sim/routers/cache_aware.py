@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sim.router import least_loaded
+from sim.routers.base import least_loaded
 from sim.routers.prefix_blocks import DEFAULT_BLOCK_SIZE, PrefixBlocks, block_chain
 
 if TYPE_CHECKING:
     from shared.workload import WorkloadRequest
-    from sim.router import FleetView
+    from sim.routers.base import FleetView
 
 
 class CacheAware:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sim.router import least_loaded
+from sim.routers.base import least_loaded
 
 if TYPE_CHECKING:
     from shared.workload import WorkloadRequest
-    from sim.router import FleetView
+    from sim.routers.base import FleetView
 
 
 class LeastLoad:

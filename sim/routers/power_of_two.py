@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.router import least_loaded
+from sim.routers.base import least_loaded
 
 if TYPE_CHECKING:
     from shared.workload import WorkloadRequest
-    from sim.router import FleetView
+    from sim.routers.base import FleetView
 
 
 class PowerOfTwo:

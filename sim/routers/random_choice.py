@@ -8,7 +8,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from shared.workload import WorkloadRequest
-    from sim.router import FleetView
+    from sim.routers.base import FleetView
 
 
 class RandomChoice:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from shared.workload import WorkloadRequest
-    from sim.router import FleetView
+    from sim.routers.base import FleetView
 
 
 class RoundRobin:

@@ -1,0 +1,1 @@
+"""Cost models: the `CostModel` contract and `StepCost` (`base.py`), the batch shape they price, the calibrated model, step bounds, the MoE expert cost, engine profiles and the measured error bands. The two physical models are folders of their own: `roofline/` and `kernel/`."""

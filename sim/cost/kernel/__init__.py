@@ -1,0 +1,1 @@
+"""The kernel cost model: each step priced as the kernels a serving engine launches (GEMM tiles and waves, attention per SM, elementwise traffic, collectives, two-batch overlap) with the constants in `params.py`."""

@@ -1,0 +1,164 @@
+"""`KernelCostModel`: price a forward kernel by kernel, from shapes, on one of tp GPUs.
+
+- linear: every projection is a GEMM at its own shape (`sim.model.layer_gemms`), timed with tile
+  and wave quantization against the chip's achievable matmul rate, or its weight and
+  activation traffic, plus a kernel latency (`sim.cost.kernel.gemm_time`); the elementwise kernels of a
+  layer (fused residual-add norms, rotary, the gated activation) move their rows' bytes
+  (`sim.cost.kernel.elementwise_traffic`), and the step's new tokens' keys and values are written to
+  the cache once.
+- attention: decode reads each request's KV (bytes / memory rate) or computes its pairs,
+  plus a fixed time per (request, KV head) unit of its thread blocks, spread over the SMs;
+  extends run FlashAttention at the chip's attention fraction of peak, one thread block per
+  (query tile of 128 rows, head) doing its rows' causal pairs, on the SMs: the longest tile,
+  and the waves of the SMs, bound it below (`sim.cost.kernel.prefill_attention`).
+- lm_head: the pruned rows' GEMM against the vocabulary shard, then the logits all-gather.
+- allreduce: two per layer (one in a sparse layer under ep > 1), NCCL's alpha-beta model.
+- experts / alltoall: a sparse layer's routed experts as one grouped GEMM over the distinct
+  experts on the busiest EP rank (`sim.cost.expert_routing`), and the dispatch and combine.
+- overhead (CPU): the engine's scheduling per step and per request (`sim.cost.engine_profile`:
+  SGLang's by default; a decode step pays its share of a multi-step pass), and the launch of
+  the forward: one CUDA graph replay for decode batches up to `cuda_graph_max_bs`, else each
+  kernel launched eagerly; launches overlap the device, so only the launch time beyond it is
+  added.
+- attention data parallelism (`attention_dp` ranks): attention on one rank's share of the
+  batch at tp / attention_dp, the MLP and experts on the whole batch (`sim.cost.kernel.forward_kernels`);
+  SGLang's wide-EP options (DeepEP all-to-all, data-parallel dense layers and LM head,
+  two-batch overlap): `sim.model.ep_options`, priced across nodes by `sim.hardware.cluster_network`; the
+  all-to-all left exposed by two-batch overlap: `sim.cost.kernel.two_batch_overlap`.
+
+Step time = device + overhead, or under the overlap schedule max(device, overhead)
+(`StepCost.time`). Chip constants: `sim.hardware.chip_kernels`; the rest: `sim.cost.kernel.params`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shared.engine_config import DEFAULT_CUDA_GRAPH_MAX_BS
+from sim.cost.kernel.attention_ranks import busiest_rank_rows
+from sim.cost.batch_shape import BatchShape
+from sim.hardware.chip_kernels import chip_kernels
+from sim.cost.base import BoundSplit, CostModel, StepCost, sum_splits
+from sim.cost.engine_profile import EngineProfile, get_engine_profile
+from sim.model.ep_options import EPOptions
+from sim.cost.kernel.forward_kernels import ForwardKernels
+from sim.hardware.hardware import Hardware
+from sim.cost.kernel.params import KernelParams
+from sim.model.shape import ModelShape
+from sim.model.parallelism import check_attention_dp, check_ep
+
+
+@dataclass(frozen=True)
+class KernelCostModel(CostModel):
+    model_shape: ModelShape
+    hardware: Hardware
+    tp: int = 1
+    ep_size: int = 1
+    expert_zipf: float = 0.0
+    params: KernelParams = field(default_factory=KernelParams)
+    cuda_graph_max_bs: int = DEFAULT_CUDA_GRAPH_MAX_BS
+    attention_dp: int = 1      # attention data-parallel ranks (SGLang --enable-dp-attention)
+    ep_options: EPOptions = field(default_factory=EPOptions)   # DeepEP, dense DP, TBO
+    engine: EngineProfile = field(default_factory=lambda: get_engine_profile(None))
+    _kernels: ForwardKernels = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_attention_dp(self.attention_dp, self.tp, self.model_shape)
+        check_ep(self.ep_size, self.tp, self.model_shape)
+        self.ep_options.check(self.attention_dp, self.tp)
+        object.__setattr__(self, "_kernels", ForwardKernels(
+            self.model_shape, self.hardware, chip_kernels(self.hardware.key), self.params,
+            self.tp, self.ep_size, self.expert_zipf, self.attention_dp, self.ep_options,
+            fp8_attention=self.engine.fp8_attention, fp4_moe_gather=self.engine.fp4_moe_gather))
+
+    def step_cost(self, shape: BatchShape) -> StepCost:
+        if shape.rows == 0:
+            return StepCost(overhead=self.engine.cpu_time(0, False))
+        k, decode = self._kernels, shape.forward_mode.is_decode_or_idle()
+        rank, share = self._busiest_rank(shape, decode)
+        fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode, rank)
+        linear = fixed.linear + (0.0 if decode else sum(k.kv_up(shape.kv_tokens, share)))
+        attention = (k.decode_attention(shape.kv_tokens, shape.rows) if decode
+                     else k.extend_attention(shape.prefix_lens, shape.extend_lens,
+                                             shape.kv_tokens, share))
+        cost = StepCost(linear=linear, attention=attention, lm_head=fixed.lm_head,
+                        allreduce=fixed.allreduce, experts=fixed.experts,
+                        alltoall=k.step_alltoall(fixed, linear + attention, decode))
+        return cost._replace(overhead=self._overhead(shape.batch_size, shape.rows, decode,
+                                                     cost.device))
+
+    def step_split(self, shape: BatchShape) -> BoundSplit:
+        """step_cost's seconds by bound, kernel by kernel (`FixedParts.split` and the
+        attention kernels' own)."""
+        cost = self.step_cost(shape)
+        if shape.rows == 0:
+            return BoundSplit(cpu=cost.overhead)
+        k, decode = self._kernels, shape.forward_mode.is_decode_or_idle()
+        rank, share = self._busiest_rank(shape, decode)
+        fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode, rank).split
+        alltoall = BoundSplit(communication=cost.alltoall)
+        if decode:
+            device = sum_splits(fixed, alltoall,
+                                k.decode_attention_split(shape.kv_tokens, shape.rows))
+        else:
+            device = sum_splits(fixed, alltoall, k.kv_up(shape.kv_tokens, share),
+                                k.extend_attention_split(shape.prefix_lens, shape.extend_lens,
+                                                         shape.kv_tokens, share))
+        return device._replace(cpu=cost.overhead)
+
+    def decode_step_bound(self, seq_lens: np.ndarray, padded_batch_size: int,
+                          overlap: bool = False) -> str:
+        """step_bound(BatchShape.decode(seq_lens, padded), overlap) from the KV total (the
+        operations of decode_step_times for its overhead)."""
+        b, rows, k = len(seq_lens), padded_batch_size, self._kernels
+        if rows == 0:
+            return super().decode_step_bound(seq_lens, padded_batch_size, overlap)
+        kv, fixed = int(np.add.reduce(seq_lens)) + rows - b, k.fixed(rows, rows, True)
+        attention = k.decode_attention(kv, rows)
+        alltoall = k.step_alltoall(fixed, fixed.linear + attention, True)
+        device = (fixed.linear + attention + fixed.lm_head + fixed.allreduce
+                  + fixed.experts + alltoall)
+        split = sum_splits(fixed.split, BoundSplit(communication=alltoall),
+                           k.decode_attention_split(kv, rows))
+        return split._replace(cpu=self._overhead(b, rows, True, device)).bound(overlap)
+
+    def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int,
+                          overlap: bool = False) -> Iterator[float]:
+        """step_time(BatchShape.decode(seq_lens + j, padded), overlap), j = 0, 1, ...: the
+        same float operations as step_cost, the fixed parts computed once."""
+        b, rows = len(seq_lens), padded_batch_size
+        if rows == 0:
+            while True:
+                yield self.engine.cpu_time(0, False)
+        k = self._kernels
+        fixed = k.fixed(rows, rows, True)
+        kv = int(np.add.reduce(seq_lens)) + rows - b
+        while True:
+            # NOTE: StepCost.device's sum, term by term in its order, so the floats match.
+            attention = k.decode_attention(kv, rows)
+            device = (fixed.linear + attention + fixed.lm_head + fixed.allreduce
+                      + fixed.experts + k.step_alltoall(fixed, fixed.linear + attention, True))
+            overhead = self._overhead(b, rows, True, device)
+            yield max(device, overhead) if overlap else device + overhead
+            kv += b
+
+    def _busiest_rank(self, shape: BatchShape, decode: bool) -> tuple[int | None, float | None]:
+        """(rows, share of the batch's attention work) of the busiest attention-DP rank for
+        an extend (`sim.cost.kernel.attention_ranks`); (None, None), an even split, for a decode batch or
+        without attention DP."""
+        if decode or self.attention_dp == 1 or shape.rows == 0:
+            return None, None
+        rank = busiest_rank_rows(shape.extend_lens, self.attention_dp)
+        return rank, rank / max(1, int(np.add.reduce(shape.extend_lens)))
+
+    def _overhead(self, batch_size: int, rows: int, decode: bool, device: float) -> float:
+        # NOTE: under attention DP each rank's scheduler runs its share of the batch, all
+        # ranks at once; a rank's CUDA graph covers its own rows.
+        p, k = self.params, self._kernels
+        graph = decode and k.rank_rows(rows) <= self.cuda_graph_max_bs
+        launch = p.graph_replay if graph else p.launch_per_kernel * k.kernel_count
+        requests = batch_size if self.attention_dp == 1 else k.rank_rows(batch_size)
+        return self.engine.cpu_time(requests, decode) + max(0.0, launch - device)

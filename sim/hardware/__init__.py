@@ -1,0 +1,1 @@
+"""Chips: datasheet figures with their sources (`Hardware`, the catalogue), the kernel model's per-chip constants, node networks, the collectives' alpha-beta model and the run's dtypes. A new chip is an entry in `catalogue.py` (with its `chip_kernels.py` and `cluster_network.py` rows)."""

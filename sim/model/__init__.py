@@ -1,0 +1,1 @@
+"""Models as a cost model prices them: `ModelShape`, shapes read from embedded keys or config.json files, the parallelism checks, expert-parallel options, the GEMMs of a layer and the KV capacity beside the weights."""
