@@ -9,10 +9,11 @@ and, for outputs within the clip, nothing is retracted."""
 
 from __future__ import annotations
 
+from shared.schedule_batch import RETRACT_DECODE_STEPS
+
 INIT_NEW_TOKEN_RATIO = 0.7
 MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
 NEW_TOKEN_RATIO_DECAY_STEPS = 600
-RETRACT_DECODE_STEPS = 20
 
 
 class NewTokenRatio:

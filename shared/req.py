@@ -15,7 +15,8 @@ tokens of this round, is an [n] int64 array over `origin_input_array` (built onc
 from __future__ import annotations
 
 from dataclasses import InitVar, dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -24,8 +25,14 @@ from shared.invalid_request import InvalidRequestError
 from shared.sampling_params import SamplingParams
 from shared.validation import token_array
 
-if TYPE_CHECKING:
-    from shared.prefix_cache import PrefixCache
+
+
+class PrefixMatcher(Protocol):
+    """The one call `Req.init_next_round_input` makes on a prefix cache
+    (`shared.prefix_cache.PrefixCache` has it); the request knows no more of the cache.
+    NOTE: it reads the match's `device_indices` and `last_node` (`MatchResult`)."""
+
+    def match_prefix(self, key: Sequence[int]) -> Any: ...
 
 
 @dataclass(eq=False)
@@ -124,7 +131,7 @@ class Req:
     def finished(self) -> bool:
         return self.finished_reason is not None
 
-    def init_next_round_input(self, tree_cache: PrefixCache | None = None) -> None:
+    def init_next_round_input(self, tree_cache: PrefixMatcher | None = None) -> None:
         """Set `fill_ids`, match the cached prefix (when a cache is given) and the extend length.
 
         NOTE: the prefix is capped at `len(fill_ids) - 1` so at least one token is computed

@@ -19,7 +19,6 @@ import numpy as np
 from shared.finish_reason import FinishReason
 from shared.forward_mode import ForwardMode
 from shared.kv_memory import KVMemory
-from shared.new_token_ratio import RETRACT_DECODE_STEPS
 from shared.positions import Positions, compute_positions
 from shared.req import Req
 
@@ -27,6 +26,8 @@ PER_REQ_ARRAYS = ("req_pool_indices", "seq_lens", "output_ids", "max_new_tokens"
 DEFAULT_SAMPLING_SEED = 42
 RETRACT_OOM_MESSAGE = ("Out of memory even after retracting all other requests in the decode "
                        "batch. Aborting the last request.")
+
+RETRACT_DECODE_STEPS = 20   # decode steps a retraction frees room for (SGLang's retract_decode_steps)
 
 
 class PerRequestInfo(NamedTuple):
