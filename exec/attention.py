@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from shared.attention_layout import attention_groups
+from shared.batch.attention_layout import attention_groups
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class AttentionMetadata:
 
     NOTE: one padded block costs B * L_max * S_max; a batch mixing one-token rows (decodes)
     with long extends would pad every decode to the longest extend. So requests are grouped
-    by extend length (`shared.attention_layout.attention_groups`: decodes alone, then 2,
+    by extend length (`shared.batch.attention_layout.attention_groups`: decodes alone, then 2,
     3-4, 5-8, ... tokens), and each group is padded on its own: padding at most doubles a
     query block. The calibrated cost model prices exactly this layout."""
 

@@ -20,8 +20,8 @@ import torch
 
 from exec.attention import AttentionGroup, AttentionMetadata
 from exec.models import TorchBatch
-from shared.cuda_graph import pad_decode_batch, padded_batch_size
-from shared.forward_batch import ForwardBatch
+from shared.batch.cuda_graph import pad_decode_batch, padded_batch_size
+from shared.batch.forward_batch import ForwardBatch
 
 if TYPE_CHECKING:
     from exec.model_runner import TorchModelRunner

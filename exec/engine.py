@@ -31,16 +31,16 @@ from exec.overlap_worker import OverlapWorker
 from exec.tp_group import TPGroup
 from exec.tp_model_runner import runner_class
 from exec.tp_worker import check_tp_model
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.forward_batch import ForwardBatch
-from shared.invalid_request import InvalidRequestError
-from shared.model_runner import RunnerOutput
-from shared.req import Req
-from shared.sampling_params import SEED_MAX, SEED_MIN, SamplingParams, is_int_type
-from shared.schedule_batch import ScheduleBatch
-from shared.scheduler import Scheduler
-from shared.trace import Trace
-from shared.validation import token_array, validate_request
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.batch.forward_batch import ForwardBatch
+from shared.request.invalid_request import InvalidRequestError
+from shared.loop.model_runner import RunnerOutput
+from shared.request.req import Req
+from shared.request.sampling_params import SEED_MAX, SEED_MIN, SamplingParams, is_int_type
+from shared.batch.schedule_batch import ScheduleBatch
+from shared.loop.scheduler import Scheduler
+from shared.trace.trace import Trace
+from shared.request.validation import token_array, validate_request
 
 __all__ = ["Engine", "load_model"]
 STREAM_CLOSED = "the stream was closed before the request finished"

@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shared.failed_step import select_rows
-from shared.forward_batch import ForwardBatch
-from shared.model_runner import RunnerOutput
-from shared.schedule_batch import ScheduleBatch
-from shared.scheduler import Scheduler
+from shared.loop.failed_step import select_rows
+from shared.batch.forward_batch import ForwardBatch
+from shared.loop.model_runner import RunnerOutput
+from shared.batch.schedule_batch import ScheduleBatch
+from shared.loop.scheduler import Scheduler
 
 RunStep = Callable[[ForwardBatch], tuple[RunnerOutput, Any]]  # forward + sample, or RunnerError
 Ran = tuple[ForwardBatch, RunnerOutput, Any]

@@ -22,7 +22,7 @@ from collections.abc import Container
 
 import torch
 
-from shared.quant_config import QuantConfig
+from shared.config.quant_config import QuantConfig
 
 SUPPORTED_METHODS = ("fp8",)
 WEIGHT_SCALE_SUFFIXES = ("_scale_inv", "_scale")  # appended to a `*.weight` name

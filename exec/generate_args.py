@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from shared.invalid_request import InvalidRequestError
-from shared.sampling_params import SamplingParams
+from shared.request.invalid_request import InvalidRequestError
+from shared.request.sampling_params import SamplingParams
 
 
 def is_single_prompt(prompts: Any, chat: bool) -> bool:

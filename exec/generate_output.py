@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.finish_reason import FinishReason
+from shared.request.finish_reason import FinishReason
 
 
 @dataclass

@@ -10,13 +10,13 @@ import torch
 from exec.kv_cache_dtype import AUTO, dtype_bytes, kv_storage_dtype
 from exec.kv_pool import kv_pool_nbytes
 from exec.model_config import ModelConfig
-from shared.kv_cache_layout import KVCacheLayout
+from shared.config.kv_cache_layout import KVCacheLayout
 
 CPU_MEMORY_FRACTION = 0.2
 CUDA_MEMORY_FRACTION = 0.8
 MAX_DEFAULT_TOKENS = 1 << 20
 # NOTE: the spec's allocator keeps, per KV page, a free-ring entry (int64), a free flag
-# (bool) and a stamp (int64) in host memory (shared.token_allocator); per slot is an upper bound.
+# (bool) and a stamp (int64) in host memory (shared.memory.token_allocator); per slot is an upper bound.
 HOST_BYTES_PER_SLOT = 8 + 1 + 8
 
 

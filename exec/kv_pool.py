@@ -1,5 +1,5 @@
 """The paged KV cache tensors (semantics §3.2), holding what the architecture caches
-(`shared.kv_cache_layout.KVCacheLayout`, which also sizes the pool in bytes):
+(`shared.config.kv_cache_layout.KVCacheLayout`, which also sizes the pool in bytes):
 
 - `KVPool`: per-head K and V, `[layers, slots + page_size, kv_heads, head_dim]` each;
 - `LatentKVPool`: MLA's compressed latent and rotary key, `[layers, slots + page_size,
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 import torch
 
 from exec.kv_cache_dtype import dtype_bytes
-from shared.hf_config import HFConfig
-from shared.kv_cache_layout import KVCacheLayout
+from shared.config.hf_config import HFConfig
+from shared.config.kv_cache_layout import KVCacheLayout
 
 
 def _scales(scales: Sequence[float] | None, num_layers: int) -> tuple[float, ...]:

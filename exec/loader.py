@@ -19,7 +19,7 @@ from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 
 from exec.fp8_weights import check_supported, dequantize, is_scale_name, scale_name
-from shared.quant_config import QuantConfig
+from shared.config.quant_config import QuantConfig
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"

@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from shared.forward_batch import ForwardBatch
+from shared.batch.forward_batch import ForwardBatch
 
 
 class LogitsOutput(NamedTuple):

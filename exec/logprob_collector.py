@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from shared.forward_batch import ForwardBatch
-from shared.model_runner import RunnerOutput
-from shared.req import Req
-from shared.schedule_batch import ScheduleBatch
+from shared.batch.forward_batch import ForwardBatch
+from shared.loop.model_runner import RunnerOutput
+from shared.request.req import Req
+from shared.batch.schedule_batch import ScheduleBatch
 
 
 class RequestLogprobs(NamedTuple):

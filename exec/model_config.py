@@ -1,4 +1,4 @@
-"""`ModelConfig`: a Hugging Face config.json (`shared.hf_config.HFConfig`, the one reader)
+"""`ModelConfig`: a Hugging Face config.json (`shared.config.hf_config.HFConfig`, the one reader)
 restricted to what exec runs.
 
 Covers the architectures the model registry lists (`exec.models.MODELS`): Llama 2/3
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.hf_config import HFConfig, InvalidModelConfig
+from shared.config.hf_config import HFConfig, InvalidModelConfig
 
 LLAMA3_ROPE_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 SUPPORTED_ROPE_TYPES = ("default", "llama3")

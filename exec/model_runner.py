@@ -31,10 +31,10 @@ from exec.models import CausalLM, TorchBatch
 from exec.packed_linear import can_pack, cpu_has_fast_kernels
 from exec.sampler import SampleResult, sample
 from exec.torch_dtype import torch_dtype
-from shared.cuda_graph import can_run_graph, cuda_graph_batch_sizes
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.forward_batch import ForwardBatch
-from shared.model_runner import RunnerOutput
+from shared.batch.cuda_graph import can_run_graph, cuda_graph_batch_sizes
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.batch.forward_batch import ForwardBatch
+from shared.loop.model_runner import RunnerOutput
 
 SLOW_CPU_DTYPE = ("{dtype} on this CPU: oneDNN has no {dtype} kernels for it (bfloat16 needs "
                   "AVX-512 or AVX-NE-CONVERT), so matmuls run torch's generic code, several "

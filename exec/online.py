@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from shared.run_result import RunResult
-from shared.workload import Workload
+from shared.trace.run_result import RunResult
+from shared.workload.workload import Workload
 
 if TYPE_CHECKING:
     from exec.engine import Engine

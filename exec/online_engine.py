@@ -1,9 +1,9 @@
-"""`ExecOnlineEngine`: the real executor as an online engine (`shared.online_engine`): an
+"""`ExecOnlineEngine`: the real executor as an online engine (`shared.online.online_engine`): an
 `exec.Engine` stepped on a thread of its own beside the server's event loop, so that no
 request blocks another and the server never waits on a forward.
 
 Only the engine's thread touches the Engine. The server's threads validate (`submit` reads
-the config only) and post to the inbox (`shared.engine_inbox`); the thread admits what
+the config only) and post to the inbox (`shared.online.engine_inbox`); the thread admits what
 arrived before each step, steps, and sends every request its new tokens and text (the
 Engine's detokenizer: stop strings cut, no partial character) with their logprobs when
 asked for, as soon as a step's result is processed (under the overlap schedule, while the
@@ -18,18 +18,18 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from shared.arrival_buffer import ArrivalBuffer
-from shared.engine_inbox import Abort, EngineInbox
-from shared.engine_thread import EngineThread
-from shared.finish_reason import FinishReason
-from shared.invalid_request import InvalidRequestError
-from shared.online_engine import EngineStats, TokenEvent
+from shared.online.arrival_buffer import ArrivalBuffer
+from shared.online.engine_inbox import Abort, EngineInbox
+from shared.online.engine_thread import EngineThread
+from shared.request.finish_reason import FinishReason
+from shared.request.invalid_request import InvalidRequestError
+from shared.online.online_engine import EngineStats, TokenEvent
 
 if TYPE_CHECKING:
     from exec.engine import Engine
-    from shared.req import Req
-    from shared.sampling_params import SamplingParams
-    from shared.trace import Trace
+    from shared.request.req import Req
+    from shared.request.sampling_params import SamplingParams
+    from shared.trace.trace import Trace
 
 IDLE_POLL_S = 0.05
 SHUTDOWN = "the server is shutting down"

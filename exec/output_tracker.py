@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from exec.stop_strings import find_stop, safe_prefix_len, tail_tokens
-from shared.finish_reason import FinishReason
+from shared.request.finish_reason import FinishReason
 
 
 @dataclass

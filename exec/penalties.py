@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-from shared.sampling_params import SamplingParams
+from shared.request.sampling_params import SamplingParams
 
 
 def adjust_logits(

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from exec.penalties import adjust_logits
-from shared.sampling_params import SamplingParams
+from shared.request.sampling_params import SamplingParams
 
 MASK32 = (1 << 32) - 1
 MURMUR_C1 = 0x85EBCA6B

@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 from exec.model_runner import TorchModelRunner
-from shared.forward_batch import ForwardBatch
-from shared.model_runner import RunnerOutput
-from shared.spec_observation import SpecObservation
+from shared.batch.forward_batch import ForwardBatch
+from shared.loop.model_runner import RunnerOutput
+from shared.loop.spec_observation import SpecObservation
 
 
 @contextlib.contextmanager

@@ -35,10 +35,10 @@ from exec.models import CausalLM
 from exec.models.tp_shard import shard_model
 from exec.torch_dtype import torch_dtype
 from exec.tp_group import TPGroup
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.forward_batch import ForwardBatch
-from shared.kv_cache_layout import KVCacheLayout
-from shared.model_runner import RunnerOutput
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.batch.forward_batch import ForwardBatch
+from shared.config.kv_cache_layout import KVCacheLayout
+from shared.loop.model_runner import RunnerOutput
 
 STOP = None  # the broadcast that ends the followers' loop
 

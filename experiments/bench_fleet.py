@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from experiments.cpu_info import cpu_model
-from shared.workload import Workload
+from shared.workload.workload import Workload
 from sim.fleet.driver import Replica, drive_fleet
 from sim.fleet.result import FleetResult
 from sim.routers import make_router

@@ -88,7 +88,7 @@ def served_and_replayed_ttft_ms(saved: Path) -> tuple[float, float]:
     """(the TTFT median the server's saved trace records, the simulator's for its arrivals),
     in simulated milliseconds."""
     from shared import Trace, Workload
-    from shared.workload import WorkloadRequest
+    from shared.workload.workload import WorkloadRequest
     from sim.run.simulate import simulate
 
     reqs = sorted(Trace.load(saved).requests.values(), key=lambda r: r.arrival_time)
@@ -122,7 +122,7 @@ def measure(base: str, time_scale: float, num_prompts: int, rate: float, input_l
     from experiments.serve.bench_datasets import random_requests
     from experiments.serve.text_codec import PlaceholderCodec
     from shared import SamplingParams, Workload
-    from shared.workload import WorkloadRequest
+    from shared.workload.workload import WorkloadRequest
     from sim.run.simulate import simulate
 
     spec = argparse.Namespace(num_prompts=num_prompts, request_rate=rate * time_scale,

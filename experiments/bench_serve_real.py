@@ -106,7 +106,7 @@ def _direct(engine, sent, send_times: list[float], prefix: str) -> dict:
     """`Engine.run`'s summary of the same prompts (tokenized as the server does) arriving
     at `send_times`, with the server's sampling parameters for them."""
     from experiments.serve.openai_request import CompletionRequest
-    from shared.workload import Workload, WorkloadRequest
+    from shared.workload.workload import Workload, WorkloadRequest
 
     engine.reset()
     reqs = []

@@ -7,7 +7,7 @@ per wall second, forward steps per wall second, wall microseconds per step and t
 size. The bar (reference/simulators.md §4: BLIS ~200x, Dynamo's mocker ~240x) is 200x.
 
 Each repeat runs the simulator twice, interleaved: with decode runs (the default: the steps
-of an unchanged batch up to the next event applied at once, `shared.decode_run`) and with the
+of an unchanged batch up to the next event applied at once, `shared.loop.decode_run`) and with the
 step-by-step loop (`drive_workload(..., decode_runs=False)`); both give the same trace, and
 the report gives their ratio and how many steps the runs covered.
 
@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from experiments.cpu_info import cpu_model
-from shared.run_result import RunResult
-from shared.workload import Workload
+from shared.trace.run_result import RunResult
+from shared.workload.workload import Workload
 from sim.run.driver import drive_workload
 from sim.run.simulate import build_simulation
 from sim.cost.step_bounds import step_bounds

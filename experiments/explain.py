@@ -34,8 +34,8 @@ from experiments.golden_example import (
     roofline_clock,
     run_sim,
 )
-from shared.scheduler import Scheduler
-from shared.trace import Trace
+from shared.loop.scheduler import Scheduler
+from shared.trace.trace import Trace
 from sim.run.driver import drive_workload
 from sim.cost.roofline.model import RooflineCostModel
 from sim.run.token_source import ReplayTokenSource

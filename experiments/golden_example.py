@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.forward_batch import ForwardBatch
-from shared.model_runner import ModelRunner, RunnerOutput
-from shared.sampling_params import SamplingParams
-from shared.scheduler import Scheduler
-from shared.trace import Trace
-from shared.workload import Workload, WorkloadRequest
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.batch.forward_batch import ForwardBatch
+from shared.loop.model_runner import ModelRunner, RunnerOutput
+from shared.request.sampling_params import SamplingParams
+from shared.loop.scheduler import Scheduler
+from shared.trace.trace import Trace
+from shared.workload.workload import Workload, WorkloadRequest
 from sim.run.driver import drive_workload
 from sim.hardware.hardware import get_hardware
 from sim.model.from_config import get_model_shape

@@ -16,7 +16,7 @@ import numpy as np
 
 from experiments.arg_types import non_negative_int, positive_int, seed
 from shared import Req, SamplingParams
-from shared.kv_memory import KVCacheOOMError, KVMemory
+from shared.memory.kv_memory import KVCacheOOMError, KVMemory
 
 HELP = "serve a synthetic shared-prefix workload through the KV memory and report cache reuse"
 NON_NEGATIVE = frozenset({"system_len", "question_len"})  # every other int flag is >= 1

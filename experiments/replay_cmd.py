@@ -47,7 +47,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shared.trace import Trace
+    from shared.trace.trace import Trace
     from sim.run.replay import replay
 
     if args.tp is not None and args.hardware is None:

@@ -144,7 +144,7 @@ def parallelism_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def engine_arguments(g: argparse._ArgumentGroup) -> None:
     """One flag per EngineConfig field (their annotations are strings: 'int | None', ...)."""
-    from shared.engine_config import EngineConfig
+    from shared.config.engine_config import EngineConfig
 
     for f in dataclasses.fields(EngineConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -157,7 +157,7 @@ def engine_arguments(g: argparse._ArgumentGroup) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shared.run_result import SLO
+    from shared.trace.run_result import SLO
     from sim.run.simulate import load_model, simulate
 
     if args.save_trace and not args.out:
@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
 
 def engine_args(args: argparse.Namespace) -> dict[str, Any]:
     """The EngineConfig fields given on the command line."""
-    from shared.engine_config import EngineConfig
+    from shared.config.engine_config import EngineConfig
 
     names = (f.name for f in dataclasses.fields(EngineConfig))
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
@@ -229,7 +229,7 @@ def print_summary(config: dict[str, Any], result) -> None:
 
 def bound_line(steps) -> str:
     """"bound: memory 82% of step time, compute 12%, cpu 6%" ("" when no step has a bound)."""
-    from shared.run_result import bound_shares
+    from shared.trace.run_result import bound_shares
 
     shares = [f"{name} {share:.0%}" for name, share in bound_shares(steps).items()]
     if not shares:

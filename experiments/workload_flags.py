@@ -43,7 +43,7 @@ def workload_arguments(g: argparse._ArgumentGroup) -> None:
 
 def make_workload(args: argparse.Namespace, vocab_size: int):
     """The workload the flags describe (a file, or a seeded generator)."""
-    from shared.workload import Workload
+    from shared.workload.workload import Workload
 
     if args.workload_file:
         return read_workload(args.workload_file)
@@ -74,6 +74,6 @@ def make_workload(args: argparse.Namespace, vocab_size: int):
 
 def read_workload(path: str):
     """The saved workload at `path`; ValueError naming the file (and line) when it is not one."""
-    from shared.workload import Workload
+    from shared.workload.workload import Workload
 
     return Workload.from_jsonl(path)

@@ -1,4 +1,4 @@
-"""Helpers for driving both online engines (`shared.online_engine`) in tests: a simulated and
+"""Helpers for driving both online engines (`shared.online.online_engine`) in tests: a simulated and
 a real engine, and a collector of one request's events."""
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from shared.cuda_graph import can_run_graph, padded_batch_size
-from shared.forward_batch import ForwardBatch
-from shared.model_runner import RunnerOutput
-from shared.req import Req
-from shared.scheduler import Scheduler
+from shared.batch.cuda_graph import can_run_graph, padded_batch_size
+from shared.batch.forward_batch import ForwardBatch
+from shared.loop.model_runner import RunnerOutput
+from shared.request.req import Req
+from shared.loop.scheduler import Scheduler
 
 
 def default_token(rid: str, index: int, vocab_size: int) -> int:

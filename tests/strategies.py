@@ -93,8 +93,8 @@ def kv_pressure_cases(draw):
 
 @st.composite
 def length_dists(draw, max_len: int = 64):
-    """Any prompt/output length distribution (shared.length_dist), small lengths."""
-    from shared.length_dist import Empirical, Fixed, LogNormal, Uniform
+    """Any prompt/output length distribution (shared.workload.length_dist), small lengths."""
+    from shared.workload.length_dist import Empirical, Fixed, LogNormal, Uniform
 
     low = draw(st.integers(-2, max_len))
     kinds = (
@@ -132,7 +132,7 @@ def stream_workloads(draw, vocab_size: int, max_requests: int = 4, max_new_token
     streams may end early: stop ids and EOS honoured (or ignored), min_new_tokens, one-token
     requests."""
     from shared import SamplingParams, Workload
-    from shared.workload import WorkloadRequest
+    from shared.workload.workload import WorkloadRequest
 
     reqs, arrival = [], 0.0
     for i in range(draw(st.sampled_from(range(1, max_requests + 1)))):

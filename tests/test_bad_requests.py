@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from shared import EngineConfig, InvalidRequestError, ModelInfo, Req, SamplingParams, Scheduler
-from shared.sampling_params import LOGIT_BIAS_LIMIT, SEED_MAX, SEED_MIN, TOP_K_ALL
-from shared.validation import validate_request
+from shared.request.sampling_params import LOGIT_BIAS_LIMIT, SEED_MAX, SEED_MIN, TOP_K_ALL
+from shared.request.validation import validate_request
 
 VOCAB = 100
 PROMPT = [1, 2, 3, 4]

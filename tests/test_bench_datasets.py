@@ -8,7 +8,7 @@ import pytest
 from experiments.cli import build_parser
 from experiments.serve.bench_datasets import dataset_requests
 from experiments.serve.text_codec import PlaceholderCodec
-from shared.workload import Workload
+from shared.workload.workload import Workload
 
 CODEC = PlaceholderCodec(128256)
 

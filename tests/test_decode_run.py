@@ -1,4 +1,4 @@
-"""Decode runs (shared.decode_run): applying a run of decode steps at once changes nothing."""
+"""Decode runs (shared.loop.decode_run): applying a run of decode steps at once changes nothing."""
 
 import dataclasses
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared import EngineConfig, FinishReason, ModelInfo, SamplingParams, Scheduler, Workload
-from shared.workload import WorkloadRequest
+from shared.workload.workload import WorkloadRequest
 from sim.cost.batch_shape import BatchShape
 from sim.cost.base import CostModel, StepCost
 from sim.run.driver import delays_to, drive_workload

@@ -52,7 +52,7 @@ def test_uniform_batches_use_one_group():
 def test_padded_attention_work_counts_what_the_layout_computes():
     """Two decodes (seq 10 and 3) and a 50-token extend on seq 100: the decode group reads
     2 x 10 keys, the extend group 1 x 100 keys and scores 50 x 100 pairs."""
-    from shared.attention_layout import padded_attention_work
+    from shared.batch.attention_layout import padded_attention_work
 
     work = padded_attention_work(np.array([10, 3, 100]), np.array([1, 1, 50]))
     assert work == (2 * 10 + 100, 2 * 1 * 10 + 50 * 100)

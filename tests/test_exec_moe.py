@@ -17,7 +17,7 @@ from exec.models import MODELS, model_class
 from exec.models.moe_block import SparseMoeBlock
 from exec.models.qwen3_moe import EXPERT_NAMES
 from exec.packed_linear import PackedLinear
-from shared.hf_config import HFConfig
+from shared.config.hf_config import HFConfig
 from tests.tiny_models import hf_logits
 
 ARCHS = ("mixtral", "qwen3_moe")

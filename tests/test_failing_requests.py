@@ -8,9 +8,9 @@ import pytest
 
 from exec.engine import Engine
 from shared import ForwardBatch, SamplingParams, Scheduler
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.req import Req
-from shared.workload import Workload, WorkloadRequest
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.request.req import Req
+from shared.workload.workload import Workload, WorkloadRequest
 from tests.engine_checks import assert_idle_and_leak_free
 from tests.scripted_runner import ScriptedRunner
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, event, given, settings
 
 from exec.engine import Engine
 from shared import InvalidRequestError, SamplingParams
-from shared.workload import Workload, WorkloadRequest
+from shared.workload.workload import Workload, WorkloadRequest
 from sim.run.simulate import simulate
 from tests.engine_checks import assert_idle_and_leak_free
 from tests.strategies import fuzz_requests

@@ -1,5 +1,5 @@
 """The shared config.json reader's mixture-of-experts, MLA and quantization parts
-(`shared.moe_config`, `shared.mla_config`, `shared.quant_config`) against transformers'
+(`shared.config.moe_config`, `shared.config.mla_config`, `shared.config.quant_config`) against transformers'
 own config classes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import transformers
 
-from shared.hf_config import HFConfig, InvalidModelConfig
+from shared.config.hf_config import HFConfig, InvalidModelConfig
 
 
 def _read(config_class, **fields) -> HFConfig:
@@ -86,7 +86,7 @@ def test_a_bad_quantization_config_is_refused(bad):
 def test_kv_layout_of_mla_is_the_latent_and_fp8_doubles_capacity():
     """DeepSeek-V3 caches 576 values per token and layer (not 2 x 128 heads x 192); a dense
     GQA model 2 x kv heads x head_dim; fp8 fits twice the tokens of bf16 in the same bytes."""
-    from shared.kv_cache_layout import KVCacheLayout
+    from shared.config.kv_cache_layout import KVCacheLayout
 
     v3 = _read(transformers.DeepseekV3Config)
     assert KVCacheLayout.of(v3, 2).bytes_per_token == 61 * 576 * 2

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared import Req, SamplingParams
-from shared.kv_memory import KVCacheOOMError, KVMemory, MemoryLeakError
-from shared.radix_cache import RadixCache
+from shared.memory.kv_memory import KVCacheOOMError, KVMemory, MemoryLeakError
+from shared.memory.radix_cache import RadixCache
 from tests.strategies import page_sizes, prompts
 
 

@@ -205,7 +205,7 @@ VIOLATIONS = [
 ]
 CLEAN = [
     (shared_import_violations, "from __future__ import annotations\nimport heapq\nimport numpy as np\n"
-                               "from shared.req import Req\nfrom . import radix_cache\n"),
+                               "from shared.request.req import Req\nfrom . import radix_cache\n"),
     (shared_import_violations, "def to_frame():\n    import pandas as pd\n    return pd\n"),
     (mutable_state_violations, "_CHECKS = (1, 2)\n__all__ = ['A']\nKind = Literal['a', 'b']\n"
                                "@dataclass\nclass A:\n    xs: list = field(default_factory=list)\n"),

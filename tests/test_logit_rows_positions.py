@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.logit_rows import select_logit_rows
-from shared.positions import compute_positions
+from shared.batch.logit_rows import select_logit_rows
+from shared.batch.positions import compute_positions
 
 # --- references ------------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import EngineConfig, ModelInfo, SamplingParams, Scheduler, Workload
-from shared.length_dist import Fixed, Uniform
-from shared.workload import WorkloadRequest
+from shared.workload.length_dist import Fixed, Uniform
+from shared.workload.workload import WorkloadRequest
 from sim.run.driver import drive_workload
 from sim.hardware.hardware import get_hardware
 from sim.model.from_config import get_model_shape

@@ -11,7 +11,7 @@ import pytest
 import transformers
 
 from exec.model_config import ModelConfig, UnsupportedModelError
-from shared.hf_config import InvalidModelConfig
+from shared.config.hf_config import InvalidModelConfig
 
 SIZES = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2)
@@ -236,7 +236,7 @@ def test_config_without_architectures_falls_back_to_model_type():
     {**SIZES, "model_type": "qwen3"},                                 # no architectures
 ])
 def test_exec_and_sim_read_one_config_json_the_same_way(config):
-    """The shared reader (shared.hf_config) gives both executors the same heads, head_dim,
+    """The shared reader (shared.config.hf_config) gives both executors the same heads, head_dim,
     biases and q/k norms: Mistral's attention_bias ignored as transformers does, the
     architecture from `architectures` before `model_type`, an unused window ignored."""
     from sim.model.from_config import shape_from_config

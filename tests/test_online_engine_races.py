@@ -1,6 +1,6 @@
 """Both online engines under submits, aborts and stops from several threads at once (the
 server's threads): every request is refused (EngineUnavailable, nothing sent) or gets exactly
-one last event, and abort knows a request wherever it waits (`shared.engine_inbox`)."""
+one last event, and abort knows a request wherever it waits (`shared.online.engine_inbox`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import time
 import pytest
 from hypothesis import given, settings
 
-from shared.invalid_request import InvalidRequestError
-from shared.online_engine import EngineUnavailable
-from shared.sampling_params import SamplingParams
+from shared.request.invalid_request import InvalidRequestError
+from shared.online.online_engine import EngineUnavailable
+from shared.request.sampling_params import SamplingParams
 from tests.online_engines import HANG_S, Collected, exec_engine, sim_engine
 from tests.strategies import engine_call_plans
 

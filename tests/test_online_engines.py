@@ -1,4 +1,4 @@
-"""Both online engines (`shared.online_engine`), driven directly as a server drives them: a
+"""Both online engines (`shared.online.online_engine`), driven directly as a server drives them: a
 request the scheduler refuses on the engine's thread ends aborted with the reason, and the
 engine goes on serving the others; a failing engine thread ends every open request. Their
 behaviour under calls from several threads at once: tests/test_online_engine_races.py."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.online_engine import EngineUnavailable
-from shared.sampling_params import SamplingParams
+from shared.online.online_engine import EngineUnavailable
+from shared.request.sampling_params import SamplingParams
 from tests.online_engines import Collected, exec_engine, sim_engine
 
 
@@ -63,7 +63,7 @@ def test_a_failing_engine_thread_ends_open_requests_and_stop_raises(kind, tiny_c
 def test_the_arrival_buffer_hands_over_what_arrived_and_ends_what_is_taken():
     """take_until(t) returns the requests that arrived by t in order and keeps the later
     ones; take(rid) removes one request, take() the rest."""
-    from shared.arrival_buffer import ArrivalBuffer
+    from shared.online.arrival_buffer import ArrivalBuffer
 
     buf = ArrivalBuffer(lambda a: a[1], lambda a: a[0])
     for item in (("a", 0.1), ("b", 0.5), ("c", 0.2), ("d", 0.9)):

@@ -6,10 +6,10 @@ import math
 import pytest
 
 from shared import InvalidRequestError, SamplingParams
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.req import Req
-from shared.scheduler import Scheduler
-from shared.trace import Trace
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.request.req import Req
+from shared.loop.scheduler import Scheduler
+from shared.trace.trace import Trace
 from tests.scripted_runner import ScriptedRunner, default_token, drive
 
 MODEL = ModelInfo(vocab_size=50, eos_token_ids=(0,), context_length=8192)
@@ -70,7 +70,7 @@ def test_a_decode_instances_trace_keeps_what_requests_arrived_with_and_replays(t
     """A disaggregated run's decode trace, saved and read back, holds each request's first
     token as `prebuilt_output_ids` and replays step for step."""
     from shared import Workload
-    from shared.workload import WorkloadRequest
+    from shared.workload.workload import WorkloadRequest
     from sim.run.replay import replay
     from sim.fleet.simulate_disaggregated import simulate_disaggregated
 

@@ -5,11 +5,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.kv_memory import KVMemory
-from shared.new_token_ratio import NewTokenRatio
-from shared.prefill_adder import AddReqResult, PrefillAdder
-from shared.req import Req
-from shared.sampling_params import SamplingParams
+from shared.memory.kv_memory import KVMemory
+from shared.loop.new_token_ratio import NewTokenRatio
+from shared.admission.prefill_adder import AddReqResult, PrefillAdder
+from shared.request.req import Req
+from shared.request.sampling_params import SamplingParams
 
 CONTINUE, NO_TOKEN, OTHER = AddReqResult.CONTINUE, AddReqResult.NO_TOKEN, AddReqResult.OTHER
 

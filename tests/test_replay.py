@@ -12,7 +12,7 @@ import pytest
 from exec.engine import Engine
 from experiments.cli import main
 from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler, Trace, Workload
-from shared.forward_batch import ForwardBatch
+from shared.batch.forward_batch import ForwardBatch
 from sim import ReplayResult, replay
 from sim.cost.calibrated import CalibratedCostModel
 from sim.hardware.hardware import get_hardware

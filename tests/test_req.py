@@ -3,7 +3,7 @@
 import pytest
 
 from shared import Req, SamplingParams
-from shared.kv_memory import KVMemory
+from shared.memory.kv_memory import KVMemory
 
 
 def _memory(**kw):

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.finish_reason import FinishReason
-from shared.run_result import REQUEST_COLUMNS, SLO, STEP_COLUMNS, RunResult
-from shared.sampling_params import SamplingParams
-from shared.trace import RequestRecord, Trace
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.request.finish_reason import FinishReason
+from shared.trace.run_result import REQUEST_COLUMNS, SLO, STEP_COLUMNS, RunResult
+from shared.request.sampling_params import SamplingParams
+from shared.trace.trace import RequestRecord, Trace
 from tests.strategies import token_timelines
 
 MODEL = ModelInfo(vocab_size=100, eos_token_ids=(0,), context_length=64)
@@ -224,7 +224,7 @@ def test_step_values_name_every_step_record_field_in_its_order():
     with the same defaults."""
     import dataclasses
 
-    from shared.step_record import StepRecord, StepValues
+    from shared.trace.step_record import StepRecord, StepValues
 
     fields = dataclasses.fields(StepRecord)
     assert StepValues._fields == tuple(f.name for f in fields)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from exec.penalties import adjust_logits
 from exec.sampler import fmix32, hash_uniform, inverse_cdf_draw, joint_filter, sample
-from shared.sampling_params import TOP_K_ALL, SamplingParams
+from shared.request.sampling_params import TOP_K_ALL, SamplingParams
 
 P = SamplingParams
 GREEDY = P(temperature=0.0)

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.kv_memory import KVMemory
-from shared.req import Req
-from shared.sampling_params import SamplingParams
-from shared.schedule_policy import (
+from shared.memory.kv_memory import KVMemory
+from shared.request.req import Req
+from shared.request.sampling_params import SamplingParams
+from shared.admission.schedule_policy import (
     IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD,
     LPM_MAX_WAITING,
     POLICIES,

@@ -6,9 +6,9 @@ plus one discarded DECODE row wherever a request finished in the step before."""
 import dataclasses
 
 from shared import SamplingParams
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.req import Req
-from shared.scheduler import Scheduler
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.request.req import Req
+from shared.loop.scheduler import Scheduler
 from tests.scripted_runner import ScriptedRunner, drive
 
 MODEL = ModelInfo(vocab_size=100, eos_token_ids=(0,), context_length=64)

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from shared import FinishReason, ForwardBatch, InvalidRequestError, MemoryLeakError, SamplingParams
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.req import Req
-from shared.schedule_batch import RETRACT_OOM_MESSAGE, ScheduleBatch
-from shared.scheduler import Scheduler
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.request.req import Req
+from shared.batch.schedule_batch import RETRACT_OOM_MESSAGE, ScheduleBatch
+from shared.loop.scheduler import Scheduler
 from tests.scripted_runner import ScriptedRunner, default_token, drive
 
 MODEL = ModelInfo(vocab_size=50, eos_token_ids=(0,), context_length=8192)
@@ -170,7 +170,7 @@ def test_retraction_evicts_for_the_requests_left_after_each_pop():
     """SGLang's release_req(idx, remaining_req_count) asks the cache for RETRACT_DECODE_STEPS
     tokens per request still in the batch after that pop: 3 * 20, then 2 * 20 (not the
     batch size before the pops each time)."""
-    from shared.kv_memory import KVMemory
+    from shared.memory.kv_memory import KVMemory
 
     mem = KVMemory.build(max_running_requests=4, max_context_len=64, max_total_tokens=64,
                          page_size=16, disable_radix_cache=True)

@@ -53,7 +53,7 @@ def test_a_served_runs_trace_out_replays(tmp_path):
             openai_client(base).completions.create(model="llama-3-8b", prompt=f"r{i} " * 30, max_tokens=4)
     finally:
         stop()
-    from shared.trace import Trace
+    from shared.trace.trace import Trace
 
     assert len(Trace.load(trace).requests) == 3
     assert main(["replay", str(trace), "--no-plot", "--hardware", "h100", "--strict"]) == 0

@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.forward_mode import ForwardMode
-from shared.req import Req
-from shared.sampling_params import SamplingParams
-from shared.scheduler import Scheduler
-from shared.step_record import StepRecord
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.batch.forward_mode import ForwardMode
+from shared.request.req import Req
+from shared.request.sampling_params import SamplingParams
+from shared.loop.scheduler import Scheduler
+from shared.trace.step_record import StepRecord
 from sim.cost.batch_shape import BatchShape
 from sim.cost.calibrated import FEATURES, CalibratedCostModel, nnls, shape_features
 from sim.cost.base import STEP_COST_PARTS, StepCost, ZeroCostModel, reprice

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import SamplingParams, Workload
-from shared.workload import WorkloadRequest
+from shared.workload.workload import WorkloadRequest
 from sim.model.embedded_configs import config_dict
 from sim.run.simulate import simulate
 from sim.fleet.simulate_disaggregated import parse_layout, simulate_disaggregated
@@ -176,7 +176,7 @@ def test_a_disaggregated_run_streams_what_the_co_located_engine_streams(overlap,
 def test_a_disaggregated_run_leaves_no_scheduler_to_the_cyclic_collector():
     """As a fleet's (tests/test_sim_fleet.py): every instance is freed with the run, not
     left in a reference cycle to the paused collector's rare full collection."""
-    from shared.scheduler import Scheduler
+    from shared.loop.scheduler import Scheduler
 
     def tracked() -> int:
         return sum(type(o) is Scheduler for o in gc.get_objects())

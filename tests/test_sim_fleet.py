@@ -157,7 +157,7 @@ def test_the_same_seed_gives_the_same_fleet_run():
 
 
 def _schedulers_tracked() -> int:
-    from shared.scheduler import Scheduler
+    from shared.loop.scheduler import Scheduler
 
     return sum(type(o) is Scheduler for o in gc.get_objects())
 

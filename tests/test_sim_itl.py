@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.run_result import STEP_FIELDS_READ, trace_inter_token_latencies
+from shared.trace.run_result import STEP_FIELDS_READ, trace_inter_token_latencies
 from sim.model.embedded_configs import config_dict
 from sim.routers import ROUTERS
 from sim.run.simulate import simulate

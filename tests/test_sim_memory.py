@@ -8,7 +8,7 @@ the project may end in a reference cycle.
 import gc
 from pathlib import Path
 
-from shared.workload import Workload
+from shared.workload.workload import Workload
 from sim.run.simulate import simulate
 
 STATUS = Path("/proc/self/status")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from experiments.cli import main
-from shared.workload import Workload
+from shared.workload.workload import Workload
 from sim.cost.batch_shape import BatchShape
 from sim.hardware.chip_kernels import chip_kernels
 from sim.cost.kernel.elementwise_traffic import elementwise_row_bytes

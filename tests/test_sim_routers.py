@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from shared import SamplingParams
-from shared.scheduler_load import SchedulerLoad
-from shared.workload import WorkloadRequest
+from shared.loop.scheduler_load import SchedulerLoad
+from shared.workload.workload import WorkloadRequest
 from sim.routers import make_router
 from sim.routers.prefix_blocks import PrefixBlocks, block_chain
 

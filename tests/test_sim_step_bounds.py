@@ -8,10 +8,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from shared.forward_mode import ForwardMode
-from shared.run_result import STEP_COLUMNS, RunResult, bound_shares
-from shared.trace import Trace
-from shared.workload import Workload
+from shared.batch.forward_mode import ForwardMode
+from shared.trace.run_result import STEP_COLUMNS, RunResult, bound_shares
+from shared.trace.trace import Trace
+from shared.workload.workload import Workload
 from sim.cost.batch_shape import BatchShape
 from sim.cost.base import BOUNDS, BoundSplit, ZeroCostModel, bounds_of
 from sim.cost.extend_steps import ExtendSteps

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import FinishReason, SamplingParams
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.trace import RequestRecord, Trace
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.trace.trace import RequestRecord, Trace
 from sim.run.seeded_ids import skip_ids
 from sim.run.token_source import ReplayTokenSource, SyntheticTokenSource
 

@@ -137,7 +137,7 @@ def _serve(engine, out_path: str) -> None:
     ended (its abort message; None when it did not end in END_S or ended otherwise), then
     serves on, as a server whose engine failed would: the world must end without it."""
     from exec.online_engine import ExecOnlineEngine
-    from shared.sampling_params import SamplingParams
+    from shared.request.sampling_params import SamplingParams
 
     online, ends = ExecOnlineEngine(engine, "tiny"), Ends(len(PROMPTS))
     online.start()

@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from shared.invalid_request import InvalidRequestError
-from shared.sampling_params import TOP_K_ALL, SamplingParams
-from shared.validation import validate_request
+from shared.request.invalid_request import InvalidRequestError
+from shared.request.sampling_params import TOP_K_ALL, SamplingParams
+from shared.request.validation import validate_request
 
 VOCAB = 100
 CTX = 200  # above PROMPT + the default max_new_tokens (128)

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.length_dist import Empirical, Fixed, LogNormal, Uniform, as_length_dist
-from shared.req import Req
-from shared.sampling_params import SamplingParams
-from shared.workload import Workload, WorkloadRequest, arrival_times
+from shared.workload.length_dist import Empirical, Fixed, LogNormal, Uniform, as_length_dist
+from shared.request.req import Req
+from shared.request.sampling_params import SamplingParams
+from shared.workload.workload import Workload, WorkloadRequest, arrival_times
 from tests.strategies import length_dists
 
 VOCAB = 50

@@ -2,7 +2,7 @@
 runs it. The safetensors loader (`exec.model_files`), the GGUF loader (`exec.gguf_loader`)
 and the compiled decode (`exec.compiled_decode`) build and call models through it, and
 `exec.model_config` refuses an architecture it does not list. Configs are read once, by
-`shared.hf_config.HFConfig` (whose family names are the lookup key, so a config giving
+`shared.config.hf_config.HFConfig` (whose family names are the lookup key, so a config giving
 only `model_type` finds its class too).
 
 Adding a family is one file in this folder (a `CausalLM`: reuse `exec.models.llama` and
@@ -20,7 +20,7 @@ import importlib
 from exec.model_config import UnsupportedModelError
 from exec.models.causal_lm import CausalLM
 from exec.models.torch_batch import TorchBatch
-from shared.hf_config import ARCHITECTURES, HFConfig
+from shared.config.hf_config import ARCHITECTURES, HFConfig
 
 # architectures name -> (module in exec.models, class)
 MODELS: dict[str, tuple[str, str]] = {
@@ -32,7 +32,7 @@ MODELS: dict[str, tuple[str, str]] = {
     "Qwen3MoeForCausalLM": ("qwen3_moe", "Qwen3MoeForCausalLM"),
     "DeepseekV3ForCausalLM": ("deepseek_v3", "DeepseekV3ForCausalLM"),
 }
-# NOTE: every registered name is one `shared.hf_config` reads (a KeyError here otherwise).
+# NOTE: every registered name is one `shared.config.hf_config` reads (a KeyError here otherwise).
 _BY_FAMILY = {ARCHITECTURES[name]: row for name, row in MODELS.items()}
 
 __all__ = ["MODELS", "CausalLM", "TorchBatch", "model_class"]

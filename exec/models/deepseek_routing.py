@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from shared.moe_config import MoEConfig
+from shared.config.moe_config import MoEConfig
 
 GROUP_BEST = 2   # V3 scores a group by the sum of its two best experts
 

@@ -23,7 +23,7 @@ from exec.models.llama import MLP, RMSNorm
 from exec.models.moe_block import SparseMoeBlock
 from exec.models.torch_batch import TorchBatch
 from exec.rotary import RotaryEmbedding
-from shared.moe_config import MoEConfig
+from shared.config.moe_config import MoEConfig
 
 EXPERT_NAMES = ("gate_proj", "up_proj", "down_proj")
 ROPE_TYPES = ("default", "yarn")

@@ -19,7 +19,7 @@ from torch import nn
 from exec.fused_experts import fused_experts
 from exec.model_config import ModelConfig, UnsupportedModelError
 from exec.packed_linear import PackedLinear
-from shared.moe_config import MoEConfig
+from shared.config.moe_config import MoEConfig
 
 ExpertNames = tuple[str, str, str]   # the checkpoint's (gate, up, down) names of one expert
 

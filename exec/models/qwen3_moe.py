@@ -2,7 +2,7 @@
 whose sparse layers route each token to its top-k experts by softmax score, renormalised
 over the k when `norm_topk_prob`. A layer is dense (a gated MLP of `intermediate_size`)
 when listed in `mlp_only_layers` or off the `decoder_sparse_step` grid
-(`shared.moe_config.MoEConfig.sparse_layers`). Checkpoint names: `mlp.gate`,
+(`shared.config.moe_config.MoEConfig.sparse_layers`). Checkpoint names: `mlp.gate`,
 `mlp.experts.N.gate_proj/up_proj/down_proj`; dense layers `mlp.*_proj` as Qwen3."""
 
 from __future__ import annotations

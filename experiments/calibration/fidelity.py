@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from shared.run_result import RunResult
-from shared.sampling_params import SamplingParams
-from shared.scheduler import Scheduler
-from shared.trace import Trace
-from shared.workload import Workload, WorkloadRequest
+from shared.trace.run_result import RunResult
+from shared.request.sampling_params import SamplingParams
+from shared.loop.scheduler import Scheduler
+from shared.trace.trace import Trace
+from shared.workload.workload import Workload, WorkloadRequest
 from sim.cost.base import CostModel
 from sim.run.driver import drive_workload
 from sim.run.replay import ReplayResult, replay

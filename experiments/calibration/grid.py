@@ -28,8 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from shared.sampling_params import SamplingParams
-from shared.workload import Workload, WorkloadRequest
+from shared.request.sampling_params import SamplingParams
+from shared.workload.workload import Workload, WorkloadRequest
 
 MIXED_SHORT_PROMPT = 32
 MIXED_ARRIVAL_S = 1e-3   # the long prompt arrives during the first (prefill) step

@@ -20,8 +20,8 @@ from experiments.calibration.config import CalibrationConfig
 from experiments.calibration.grid import Scenario, scenarios
 from experiments.machine_probe import MachineRates, measure_machine
 from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
-from shared.sampling_params import SamplingParams
-from shared.workload import Workload
+from shared.request.sampling_params import SamplingParams
+from shared.workload.workload import Workload
 from sim.cost.batch_shape import BatchShape
 from sim.cost.calibrated import FEATURES, CalibratedCostModel, shape_features
 from sim.run.replay import ReplayResult, replay
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from exec.engine import Engine
-    from shared.step_record import StepRecord
+    from shared.trace.step_record import StepRecord
 
 
 class Calibration(NamedTuple):

@@ -27,7 +27,7 @@ from hypothesis.stateful import (
 from exec.spec_probe import TorchSpecProbe
 from experiments.dev.tiny_exec import TINY_INFO, TinyExec
 from shared import EngineConfig, InvalidRequestError, Req, Scheduler
-from shared.forward_batch import ForwardBatch
+from shared.batch.forward_batch import ForwardBatch
 from sim.cost.batch_shape import BatchShape
 from sim.conformance import (
     AgreementError,

@@ -66,7 +66,7 @@ def _lm_head_row_before(scheduler, runner) -> None:
 
 def _spec_decode_positions_plus_one(scheduler, runner) -> None:
     """Every batch this scheduler hands out computes decode positions one too high."""
-    from shared.positions import Positions
+    from shared.batch.positions import Positions
 
     get_next = scheduler.get_next_batch_to_run
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from shared.run_result import SLO
+    from shared.trace.run_result import SLO
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p99")
@@ -79,7 +79,7 @@ class SLOTargets:
 
     def per_request(self) -> SLO:
         """Per-request thresholds for goodput: the tightest limit on each metric."""
-        from shared.run_result import SLO
+        from shared.trace.run_result import SLO
 
         limits = {m: min((o.limit for o in self.objectives if o.metric == m), default=None)
                   for m in PER_REQUEST_METRICS}

@@ -43,7 +43,7 @@ class LengthSummary:
 
     def lognormal(self):
         """A lognormal with this spread whose mean is `mean`, clipped at `max_len`."""
-        from shared.length_dist import LogNormal
+        from shared.workload.length_dist import LogNormal
 
         return LogNormal(self.mean * math.exp(-self.log_sigma ** 2 / 2), self.log_sigma,
                          self.max_len)

@@ -14,7 +14,7 @@ from typing import Any
 class WorkloadSpec:
     """The requests of a published run: fixed lengths (`input_len`, `output_len`), the
     ShareGPT-like mix (`sharegpt=True`) or lengths drawn from `input_dist` / `output_dist`
-    (`shared.length_dist` distributions, a named dataset's), `num_prompts` of them, Poisson
+    (`shared.workload.length_dist` distributions, a named dataset's), `num_prompts` of them, Poisson
     at `rate` (inf: all queued at t=0) with at most `concurrency` in flight (None: no
     limit)."""
 

@@ -1,1 +1,1 @@
-"""`batchtwin serve`: an OpenAI-compatible HTTP server over any `shared.online_engine`."""
+"""`batchtwin serve`: an OpenAI-compatible HTTP server over any `shared.online.online_engine`."""

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 from experiments.serve.frontend import Frontend, Submitted
 from experiments.serve.openai_request import usage
-from shared.online_engine import TokenEvent
+from shared.online.online_engine import TokenEvent
 
 
 class Answer:

@@ -1,5 +1,5 @@
 """`create_app(engine, codec, options)`: the FastAPI app of `batchtwin serve`, over any
-`shared.online_engine.OnlineEngine` (it never asks which).
+`shared.online.online_engine.OnlineEngine` (it never asks which).
 
 Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/completions` and
 `POST /v1/chat/completions` (OpenAI's schemas, `experiments.serve.answer`), SGLang's
@@ -28,7 +28,7 @@ from experiments.serve.openai_request import ChatRequest, CompletionRequest, Sam
 from experiments.serve.options import ServeOptions
 from experiments.serve.response_style import ChatStyle, TextStyle
 from experiments.serve.sglang_routes import add_sglang_routes
-from shared.online_engine import OnlineEngine
+from shared.online.online_engine import OnlineEngine
 
 
 def create_app(engine: OnlineEngine, codec, options: ServeOptions | None = None) -> FastAPI:

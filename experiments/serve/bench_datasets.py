@@ -1,6 +1,6 @@
 """The prompts `batchtwin bench serve --dataset-name` sends, as text, with their send times.
 
-Each dataset is one of the spec's workload generators (`shared.workload.Workload`) over a
+Each dataset is one of the spec's workload generators (`shared.workload.workload.Workload`) over a
 vocabulary of 26**3 three-letter words; token id `i` becomes the word for `i` plus a space,
 so a prompt of N tokens is N words of four characters: N tokens for batchtwin's placeholder
 codec, about two each for a BPE tokenizer such as SmolLM2's. Prompts that share a token
@@ -27,8 +27,8 @@ import math
 
 from experiments.arg_types import fraction, positive_int
 from experiments.serve.bench import Sent
-from shared.length_dist import Uniform
-from shared.workload import Workload
+from shared.workload.length_dist import Uniform
+from shared.workload.workload import Workload
 
 DATASETS = ("random", "sharegpt-like", "shared-prefix")
 LETTERS = "abcdefghijklmnopqrstuvwxyz"

@@ -95,7 +95,7 @@ def _simulated(args: argparse.Namespace):
 
 
 def _output_lengths(args: argparse.Namespace, info):
-    from shared.length_dist import LogNormal
+    from shared.workload.length_dist import LogNormal
     from sim.run.output_lengths import OutputLengths
 
     if args.output_len_median is None:

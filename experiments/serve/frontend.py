@@ -18,9 +18,9 @@ from fastapi.responses import JSONResponse
 from experiments.serve.errors import error_response
 from experiments.serve.metrics import ServerMetrics
 from experiments.serve.options import ServeOptions
-from shared.invalid_request import InvalidRequestError
-from shared.online_engine import EngineUnavailable, OnlineEngine, TokenEvent
-from shared.sampling_params import SamplingParams
+from shared.request.invalid_request import InvalidRequestError
+from shared.online.online_engine import EngineUnavailable, OnlineEngine, TokenEvent
+from shared.request.sampling_params import SamplingParams
 
 # NOTE: the spec's names for the fields OpenAI's schema calls otherwise
 OPENAI_FIELDS = {"max_new_tokens": "max_tokens", "sampling_seed": "seed",

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from shared.sampling_params import SamplingParams
+from shared.request.sampling_params import SamplingParams
 
 
 class StreamOptions(BaseModel):

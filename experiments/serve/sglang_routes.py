@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict
 from experiments.serve.disconnect import unless_disconnected
 from experiments.serve.errors import error_response
 from experiments.serve.frontend import Frontend, Submitted
-from shared.invalid_request import InvalidRequestError
-from shared.sampling_params import SamplingParams
+from shared.request.invalid_request import InvalidRequestError
+from shared.request.sampling_params import SamplingParams
 
 SGLANG_FIELDS = {"input_ids": "input_ids"}
 

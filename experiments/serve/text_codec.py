@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shared.invalid_request import InvalidRequestError
+from shared.request.invalid_request import InvalidRequestError
 
 if TYPE_CHECKING:
     from exec.engine import Engine

@@ -27,7 +27,7 @@ input logprobs, arrivals in virtual seconds, page sizes 1/2/4/16, small or no ch
 chunks, fcfs/lpm, both schedules, decode CUDA graphs on and off (padded decode batches; a
 torch runner off CUDA runs the padded inputs eagerly) and KV pools tight enough to force
 retraction. A graph-padded forward is checked against the spec's padded batch
-(`shared.cuda_graph.pad_decode_batch`).
+(`shared.batch.cuda_graph.pad_decode_batch`).
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from shared.cuda_graph import pad_decode_batch
-from shared.forward_batch import ForwardBatch
-from shared.model_runner import ModelRunner, RunnerOutput
-from shared.scheduler import Scheduler
-from shared.spec_observation import SpecObservation
-from shared.step_record import StepRecord
-from shared.trace import Trace
-from shared.workload import Workload
+from shared.batch.cuda_graph import pad_decode_batch
+from shared.batch.forward_batch import ForwardBatch
+from shared.loop.model_runner import ModelRunner, RunnerOutput
+from shared.loop.scheduler import Scheduler
+from shared.loop.spec_observation import SpecObservation
+from shared.trace.step_record import StepRecord
+from shared.trace.trace import Trace
+from shared.workload.workload import Workload
 from sim.cost.batch_shape import BatchShape
 from sim.conformance.strategies import (
     ConformanceCase,

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shared.forward_batch import ForwardBatch
+from shared.batch.forward_batch import ForwardBatch
 
 if TYPE_CHECKING:
-    from shared.kv_memory import KVMemory
-    from shared.req import Req
-    from shared.trace import Trace
+    from shared.memory.kv_memory import KVMemory
+    from shared.request.req import Req
+    from shared.trace.trace import Trace
 
 
 class ShadowKVError(AssertionError):

@@ -9,9 +9,9 @@ from typing import Any, NamedTuple
 
 from hypothesis import strategies as st
 
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.sampling_params import SamplingParams
-from shared.workload import Workload, WorkloadRequest
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.request.sampling_params import SamplingParams
+from shared.workload.workload import Workload, WorkloadRequest
 
 
 class ConformanceCase(NamedTuple):

@@ -23,7 +23,7 @@ import numpy as np
 from sim.cost.batch_shape import BatchShape
 
 if TYPE_CHECKING:
-    from shared.step_record import StepRecord
+    from shared.trace.step_record import StepRecord
     from sim.cost.extend_steps import ExtendSteps
 
 STEP_COST_PARTS = ("linear", "attention", "lm_head", "allreduce", "experts", "alltoall", "overhead")

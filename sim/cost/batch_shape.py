@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from shared.attention_layout import PaddedAttentionWork, padded_attention_work
-from shared.forward_mode import ForwardMode
+from shared.batch.attention_layout import PaddedAttentionWork, padded_attention_work
+from shared.batch.forward_mode import ForwardMode
 
 if TYPE_CHECKING:
-    from shared.forward_batch import ForwardBatch
-    from shared.step_record import StepRecord
+    from shared.batch.forward_batch import ForwardBatch
+    from shared.trace.step_record import StepRecord
 
 
 class _Totals(NamedTuple):
@@ -171,7 +171,7 @@ class BatchShape:
     @property
     def padded_attention(self) -> PaddedAttentionWork:
         """Keys gathered and pairs scored by a dense padded attention layout
-        (`shared.attention_layout`, exec's torch executor), padding rows as 1-key decodes."""
+        (`shared.batch.attention_layout`, exec's torch executor), padding rows as 1-key decodes."""
         work = padded_attention_work(np.asarray(self.seq_lens), np.asarray(self.extend_lens))
         return PaddedAttentionWork(work.gathered_keys + self.padding_rows,
                                    work.padded_pairs + self.padding_rows)

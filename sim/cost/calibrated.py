@@ -30,7 +30,7 @@ from sim.cost.batch_shape import BatchShape
 from sim.cost.base import CostModel, StepCost
 
 if TYPE_CHECKING:
-    from shared.step_record import StepRecord
+    from shared.trace.step_record import StepRecord
 
 FORMAT = "batchtwin-calibrated-cost/2"
 FEATURES = ("constant", "tokens", "decode_rows", "gathered_kv_tokens", "padded_attention_pairs",

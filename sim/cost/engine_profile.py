@@ -9,7 +9,7 @@ it, the schedule it runs by default, and the kernel choices its published runs d
   overlap scheduler), so a step costs max(device, CPU); without it, device + CPU.
 - `guaranteed_no_evict`: the engine admits a request only when the KV of every running
   request's whole output is guaranteed (TensorRT-LLM's default capacity policy), instead of
-  SGLang's decaying estimate with retraction (`shared.new_token_ratio`).
+  SGLang's decaying estimate with retraction (`shared.loop.new_token_ratio`).
 - `scheduler_steps`: decode steps per scheduling pass (vLLM's `--num-scheduler-steps`,
   multi-step scheduling): a decode step pays 1 / scheduler_steps of the pass. NOTE: only the
   CPU saving is modelled; vLLM admitting new requests only between passes is not.

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from shared.forward_mode import ForwardMode
+from shared.batch.forward_mode import ForwardMode
 from sim.cost.batch_shape import BatchShape
 
 

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shared.forward_mode import ForwardMode
+from shared.batch.forward_mode import ForwardMode
 from sim.cost.batch_shape import BatchShape
 from sim.cost.base import CostModel
 from sim.cost.extend_steps import ExtendSteps
 
 if TYPE_CHECKING:
-    from shared.trace import Trace
+    from shared.trace.trace import Trace
 
 SHAPE_FIELDS = ("forward_mode", "seq_lens", "extend_prefix_lens", "pruned_rows",
                 "padded_batch_size", "input_ids")

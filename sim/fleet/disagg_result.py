@@ -1,5 +1,5 @@
 """`DisaggResult`: what a disaggregated run returns (`sim.fleet.simulate_disaggregated`), with
-`shared.run_result`'s metric definitions as the client sees them.
+`shared.trace.run_result`'s metric definitions as the client sees them.
 
 - `requests`: one row per request, REQUEST_COLUMNS (but `replica`) plus `prefill_instance`,
   `decode_instance` (-1: it ended at its first token) and `transfer` (seconds its KV spent
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shared.run_result import (
+from shared.trace.run_result import (
     COMPLETED_FINISH_TYPES,
     REQUEST_COLUMNS,
     SLO,
@@ -36,7 +36,7 @@ from shared.run_result import (
 )
 
 if TYPE_CHECKING:
-    from shared.trace import RequestRecord, Trace
+    from shared.trace.trace import RequestRecord, Trace
     from sim.fleet.disaggregation import DisaggRun
 
 

@@ -35,19 +35,19 @@ from typing import TYPE_CHECKING, NamedTuple
 import simpy
 from tqdm import tqdm
 
-from shared.batch_result import check_finished
-from shared.req import Req
-from shared.workload import WorkloadRequest
+from shared.loop.batch_result import check_finished
+from shared.request.req import Req
+from shared.workload.workload import WorkloadRequest
 from sim.run.driver import PROGRESS_DELAY_S, check_workload, cyclic_gc_paused
 from sim.fleet.driver import FleetArrivals, Inbox, Replica, make_loop
 
 if TYPE_CHECKING:
-    from shared.engine_config import ModelInfo
-    from shared.sampling_params import SamplingParams
-    from shared.scheduler import Scheduler
-    from shared.scheduler_load import SchedulerLoad
-    from shared.trace import Trace
-    from shared.workload import Workload
+    from shared.config.engine_config import ModelInfo
+    from shared.request.sampling_params import SamplingParams
+    from shared.loop.scheduler import Scheduler
+    from shared.loop.scheduler_load import SchedulerLoad
+    from shared.trace.trace import Trace
+    from shared.workload.workload import Workload
     from sim.fleet.kv_link import KVLink
     from sim.routers.base import Router
 

@@ -43,11 +43,11 @@ from sim.run.driver import (
 )
 
 if TYPE_CHECKING:
-    from shared.model_runner import ModelRunner
-    from shared.scheduler import Scheduler
-    from shared.scheduler_load import SchedulerLoad
-    from shared.trace import Trace
-    from shared.workload import Workload, WorkloadRequest
+    from shared.loop.model_runner import ModelRunner
+    from shared.loop.scheduler import Scheduler
+    from shared.loop.scheduler_load import SchedulerLoad
+    from shared.trace.trace import Trace
+    from shared.workload.workload import Workload, WorkloadRequest
     from sim.routers.base import Router
 
 

@@ -1,4 +1,4 @@
-"""`FleetResult`: what a fleet run returns (`sim.fleet.simulate`), with `shared.run_result`'s
+"""`FleetResult`: what a fleet run returns (`sim.fleet.simulate`), with `shared.trace.run_result`'s
 metric definitions over the whole fleet.
 
 - `requests`, `steps`: every replica's rows (REQUEST_COLUMNS, STEP_COLUMNS), their
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shared.run_result import (
+from shared.trace.run_result import (
     SLO,
     STEP_FIELDS_READ,
     RunResult,
@@ -34,7 +34,7 @@ from shared.run_result import (
 )
 
 if TYPE_CHECKING:
-    from shared.trace import Trace
+    from shared.trace.trace import Trace
     from sim.fleet.driver import FleetRun
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.run_result import SLO
-from shared.workload import Workload
+from shared.trace.run_result import SLO
+from shared.workload.workload import Workload
 from sim.fleet.driver import Replica, drive_fleet
 from sim.fleet.result import FleetResult
 from sim.routers.base import Router

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from shared.run_result import SLO
-from shared.workload import Workload
+from shared.trace.run_result import SLO
+from shared.workload.workload import Workload
 from sim.fleet.disagg_result import DisaggResult
 from sim.fleet.disaggregation import drive_disaggregated
 from sim.fleet.driver import Replica

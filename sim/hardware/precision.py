@@ -15,7 +15,7 @@ tensor (NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Infe
 developer.nvidia.com blog, 2025; the TensorRT Model Optimizer NVFP4 format). A weight costs
 0.5 + 1/16 = 0.5625 bytes (the block scale priced; the per-tensor scale is not). Activations
 are priced at 2 bytes as for the other dtypes (the fp4 activation quantisation is not).
-A checkpoint's ModelOpt NVFP4 `quantization_config` is not recognised: `shared.quant_config`
+A checkpoint's ModelOpt NVFP4 `quantization_config` is not recognised: `shared.config.quant_config`
 keeps no `quant_algo`, so such a run needs `--quantization nvfp4`.
 
 NOTE: the other formats' scales are not priced (fp8 blocks of 128x128 add one fp32 per
@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from shared.quant_config import QuantConfig
+    from shared.config.quant_config import QuantConfig
     from sim.hardware.hardware import Hardware
 
 DTYPE_BYTES = MappingProxyType({"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1})

@@ -1,6 +1,6 @@
 """config.json excerpts embedded by short key, so `--model KEY` needs no download. Each entry
 copies the published config.json of the Hugging Face repo named beside it (the fields the
-shared reader `shared.hf_config` and the simulator use); `config_dict(key)` is a fresh, plain
+shared reader `shared.config.hf_config` and the simulator use); `config_dict(key)` is a fresh, plain
 (JSON-ready) copy. A multimodal checkpoint (Llama-4) keeps its published layout, the language
 model nested in `text_config` (`sim.model.from_config.text_config` reads it); its vision_config is
 left out.

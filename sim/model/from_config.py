@@ -1,6 +1,6 @@
 """Model shapes by name: `get_model_shape` reads an embedded short key
 (`sim.model.embedded_configs`), a config.json path or a config dict into a `ModelShape`
-(`sim.model.shape`) through the shared reader `shared.hf_config.HFConfig`, which reads the
+(`sim.model.shape`) through the shared reader `shared.config.hf_config.HFConfig`, which reads the
 dense sizes, the mixture-of-experts routing, MLA and the checkpoint's `quantization_config`.
 
 Llama-4 (`Llama4ForConditionalGeneration`, its language model in `text_config`; or a flat
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from shared.hf_config import HFConfig, InvalidModelConfig
+from shared.config.hf_config import HFConfig, InvalidModelConfig
 from sim.model.embedded_configs import EMBEDDED_CONFIGS, config_dict
 from sim.model.shape import ModelShape, causal_pairs
 from sim.hardware.precision import DTYPE_ALIASES, DTYPE_BYTES, canonical_dtype, checkpoint_weight_dtype
@@ -76,7 +76,7 @@ def read_config(path: Path) -> dict[str, Any]:
 
 def shape_from_config(config: Mapping[str, Any], name: str = "config",
                       weight_dtype: str | None = None, kv_dtype: str = "bf16") -> ModelShape:
-    """Read a config.json dict through the shared reader (`shared.hf_config.HFConfig`).
+    """Read a config.json dict through the shared reader (`shared.config.hf_config.HFConfig`).
 
     NOTE: a sliding window and Llama-4's chunked attention are priced as full attention (an
     upper bound; exact below the window or chunk), and an architecture outside the known

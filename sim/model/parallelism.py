@@ -80,6 +80,6 @@ def weight_bytes_per_gpu(model: ModelShape, tp: int, ep_size: int = 1,
 
 
 def kv_bytes_per_token_per_rank(model: ModelShape, tp: int) -> int:
-    """KV bytes one token takes on one rank (`shared.kv_cache_layout`: whole KV heads,
+    """KV bytes one token takes on one rank (`shared.config.kv_cache_layout`: whole KV heads,
     replicated when tp > kv_heads; MLA's latent on every rank)."""
     return model.kv_layout(tp).bytes_per_token

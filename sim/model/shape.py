@@ -1,5 +1,5 @@
 """`ModelShape`: a model as the FLOPs and bytes a cost model prices (`sim.model.from_config`
-reads one from a config.json through the shared reader `shared.hf_config`): dense
+reads one from a config.json through the shared reader `shared.config.hf_config`): dense
 Llama-family models (Llama 2/3, Qwen2/2.5/3, SmolLM2, Mistral), mixture-of-experts models
 (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3, gpt-oss: `moe`) and multi-head latent attention
 (DeepSeek: `mla`).
@@ -18,7 +18,7 @@ MLA follows SGLang: prefill runs naive attention (the latent up-projected by kv_
 keys of qk_nope + qk_rope dims and values of v_head_dim, for every KV token of the batch),
 decode runs absorbed attention (kv_b folded into the query and output: per token 2 * kv_b
 FLOPs, per query-key pair and head scores over kv_lora_rank + qk_rope dims and values over
-kv_lora_rank). The KV cache holds the latent (`shared.kv_cache_layout`).
+kv_lora_rank). The KV cache holds the latent (`shared.config.kv_cache_layout`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from shared.kv_cache_layout import KVCacheLayout
-from shared.mla_config import MLAConfig
-from shared.moe_config import MoEConfig
+from shared.config.kv_cache_layout import KVCacheLayout
+from shared.config.mla_config import MLAConfig
+from shared.config.moe_config import MoEConfig
 from sim.hardware.precision import DTYPE_BYTES, WEIGHT_DTYPE_BYTES, canonical_dtype
 
 
@@ -210,7 +210,7 @@ class ModelShape:
         return self.embedding_params * self.weight_bytes_per_param
 
     def kv_layout(self, tp: int = 1) -> KVCacheLayout:
-        """The KV cache layout on one of `tp` ranks (shared with exec: `shared.kv_cache_layout`).
+        """The KV cache layout on one of `tp` ranks (shared with exec: `shared.config.kv_cache_layout`).
         NOTE: the shape has the fields KVCacheLayout.of reads from an HFConfig (num_layers,
         num_kv_heads, head_dim, mla)."""
         return KVCacheLayout.of(self, DTYPE_BYTES[self.kv_dtype], tp)  # type: ignore[arg-type]

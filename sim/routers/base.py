@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from shared.scheduler_load import SchedulerLoad
-    from shared.workload import WorkloadRequest
+    from shared.loop.scheduler_load import SchedulerLoad
+    from shared.workload.workload import WorkloadRequest
 
 
 class FleetView(Protocol):

@@ -18,7 +18,7 @@ from sim.routers.base import least_loaded
 from sim.routers.prefix_blocks import DEFAULT_BLOCK_SIZE, PrefixBlocks, block_chain
 
 if TYPE_CHECKING:
-    from shared.workload import WorkloadRequest
+    from shared.workload.workload import WorkloadRequest
     from sim.routers.base import FleetView
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from sim.routers.base import least_loaded
 
 if TYPE_CHECKING:
-    from shared.workload import WorkloadRequest
+    from shared.workload.workload import WorkloadRequest
     from sim.routers.base import FleetView
 
 

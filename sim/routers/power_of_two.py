@@ -11,7 +11,7 @@ import numpy as np
 from sim.routers.base import least_loaded
 
 if TYPE_CHECKING:
-    from shared.workload import WorkloadRequest
+    from shared.workload.workload import WorkloadRequest
     from sim.routers.base import FleetView
 
 

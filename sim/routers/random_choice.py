@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from shared.workload import WorkloadRequest
+    from shared.workload.workload import WorkloadRequest
     from sim.routers.base import FleetView
 
 

@@ -6,7 +6,7 @@ not yet returned could reach it (math.inf when none will). A single engine reads
 workload (`WorkloadArrivals`); a fleet's replica reads what the router sent it
 (`sim.fleet.driver`).
 
-`WorkloadArrivals` also holds a workload's follow-up turns (`shared.session_workload`):
+`WorkloadArrivals` also holds a workload's follow-up turns (`shared.workload.sessions`):
 `finished(done, records)` turns each finished request's follow-up into a request, sent a
 think time after the reply (the record's finish time), re-sending the history; a turn that
 did not end normally ends its conversation (its follow-ups are dropped).
@@ -19,13 +19,13 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from shared.invalid_request import InvalidRequestError
-from shared.run_result import COMPLETED_FINISH_TYPES
+from shared.request.invalid_request import InvalidRequestError
+from shared.trace.run_result import COMPLETED_FINISH_TYPES
 
 if TYPE_CHECKING:
-    from shared.req import Req
-    from shared.trace import RequestRecord
-    from shared.workload import WorkloadRequest
+    from shared.request.req import Req
+    from shared.trace.trace import RequestRecord
+    from shared.workload.workload import WorkloadRequest
 
 
 class ArrivalSource(Protocol):

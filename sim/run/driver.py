@@ -16,7 +16,7 @@ Two processes share one `simpy.Environment`:
 
   With nothing to run it waits for the next arrival; it stops when every request finished.
 
-Decode runs (`shared.decode_run`): when the runner can tell the next decode steps' tokens
+Decode runs (`shared.loop.decode_run`): when the runner can tell the next decode steps' tokens
 and prices in advance (`SimModelRunner.decode_run_tokens` / `decode_run_times`) and runs
 under its own prices, the steps of an unchanged running batch up to the next event (an
 arrival, a possible finish, a KV shortage) are applied to the scheduler at once, and the
@@ -47,19 +47,19 @@ import numpy as np
 import simpy
 from tqdm import tqdm
 
-from shared.finish_reason import FinishReason
-from shared.forward_batch import ForwardBatch
-from shared.invalid_request import InvalidRequestError
-from shared.model_runner import ModelRunner, RunnerOutput
+from shared.request.finish_reason import FinishReason
+from shared.batch.forward_batch import ForwardBatch
+from shared.request.invalid_request import InvalidRequestError
+from shared.loop.model_runner import ModelRunner, RunnerOutput
 from sim.run.arrival_source import ArrivalSource, WorkloadArrivals
 from sim.cost.batch_shape import BatchShape
 from sim.cost.base import CostModel
 
 if TYPE_CHECKING:
-    from shared.schedule_batch import ScheduleBatch
-    from shared.scheduler import Scheduler
-    from shared.trace import Trace
-    from shared.workload import Workload
+    from shared.batch.schedule_batch import ScheduleBatch
+    from shared.loop.scheduler import Scheduler
+    from shared.trace.trace import Trace
+    from shared.workload.workload import Workload
 
 FinishedHook = Callable[["ScheduleBatch", np.ndarray], dict[str, FinishReason]]
 PROGRESS_DELAY_S = 2.0

@@ -1,4 +1,4 @@
-"""`SimulatedOnlineEngine`: the simulator as an online engine (`shared.online_engine`) — the
+"""`SimulatedOnlineEngine`: the simulator as an online engine (`shared.online.online_engine`) — the
 spec scheduler and the sim runner on a thread of their own, each step taking its cost-model
 time divided by `time_scale` in wall-clock time, so a server in front of it answers as the
 simulated GPU would (a mock whose latencies come from the same scheduler and cost model as
@@ -19,18 +19,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from shared.arrival_buffer import ArrivalBuffer
-from shared.engine_inbox import Abort, EngineInbox
-from shared.engine_thread import EngineThread
-from shared.finish_reason import FinishReason
-from shared.forward_batch import ForwardBatch
-from shared.invalid_request import InvalidRequestError
-from shared.online_engine import EngineStats, TokenEvent
-from shared.req import Req
+from shared.online.arrival_buffer import ArrivalBuffer
+from shared.online.engine_inbox import Abort, EngineInbox
+from shared.online.engine_thread import EngineThread
+from shared.request.finish_reason import FinishReason
+from shared.batch.forward_batch import ForwardBatch
+from shared.request.invalid_request import InvalidRequestError
+from shared.online.online_engine import EngineStats, TokenEvent
+from shared.request.req import Req
 
 if TYPE_CHECKING:
-    from shared.sampling_params import SamplingParams
-    from shared.trace import Trace
+    from shared.request.sampling_params import SamplingParams
+    from shared.trace.trace import Trace
     from sim.run.output_lengths import OutputLengths
     from sim.run.simulate import Simulation
 
@@ -98,7 +98,7 @@ class SimulatedOnlineEngine:
         return (self._clock() - self._t0) * self.time_scale
 
     def now(self) -> float:
-        """The engine's clock (simulated seconds; `shared.online_engine`)."""
+        """The engine's clock (simulated seconds; `shared.online.online_engine`)."""
         return max(self._now, self.wall_now())
 
     # --- the engine's thread -----------------------------------------------------------

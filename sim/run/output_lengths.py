@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.length_dist import LengthDist
+from shared.workload.length_dist import LengthDist
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from shared.forward_batch import ForwardBatch
-from shared.req import Req
-from shared.scheduler import Scheduler
-from shared.trace import RequestRecord, Trace
+from shared.batch.forward_batch import ForwardBatch
+from shared.request.req import Req
+from shared.loop.scheduler import Scheduler
+from shared.trace.trace import RequestRecord, Trace
 from sim.cost.base import CostModel, ZeroCostModel, reprice
 from sim.hardware.hardware import get_hardware
 from sim.model.from_config import get_model_shape
@@ -42,8 +42,8 @@ from sim.run.token_source import ReplayTokenSource
 if TYPE_CHECKING:
     import pandas as pd
 
-    from shared.schedule_batch import ScheduleBatch
-    from shared.step_record import StepRecord
+    from shared.batch.schedule_batch import ScheduleBatch
+    from shared.trace.step_record import StepRecord
 
 REPLAY_IGNORED_FIELDS = ("start_time", "duration", "step")
 MISSING_STEP = "missing step"

@@ -17,17 +17,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from shared.cuda_graph import can_run_graph, cuda_graph_batch_sizes, graph_fits, padded_batch_size
-from shared.engine_config import EngineConfig, ModelInfo
-from shared.forward_batch import ForwardBatch
-from shared.model_runner import RunnerOutput
+from shared.batch.cuda_graph import can_run_graph, cuda_graph_batch_sizes, graph_fits, padded_batch_size
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.batch.forward_batch import ForwardBatch
+from shared.loop.model_runner import RunnerOutput
 from sim.cost.batch_shape import BatchShape
 from sim.cost.base import CostModel
 from sim.run.token_source import TokenSource
 
 
 class DecodeRunTimes(NamedTuple):
-    """The priced steps of a decode run (shared.decode_run), as `forward` prices each."""
+    """The priced steps of a decode run (shared.loop.decode_run), as `forward` prices each."""
 
     durations: Iterator[float]  # seconds of step j, priced when drawn
     graph: bool

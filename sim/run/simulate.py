@@ -33,16 +33,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from shared.engine_config import (
+from shared.config.engine_config import (
     DEFAULT_CUDA_GRAPH_MAX_BS,
     EngineConfig,
     ModelInfo,
     derive_max_running,
 )
-from shared.hf_config import eos_token_ids
-from shared.run_result import SLO, RunResult
-from shared.scheduler import Scheduler
-from shared.workload import Workload
+from shared.config.hf_config import eos_token_ids
+from shared.trace.run_result import SLO, RunResult
+from shared.loop.scheduler import Scheduler
+from shared.workload.workload import Workload
 from sim.cost.calibrated import CalibratedCostModel
 from sim.cost.base import CostModel, ZeroCostModel
 from sim.run.driver import drive_workload
@@ -227,7 +227,7 @@ def run_extras(shape: ModelShape, ep_size: int, expert_zipf: float,
 
 def model_info(config: Mapping[str, Any], shape: ModelShape) -> ModelInfo:
     """Vocabulary and context length from the shape, EOS ids from config.json's
-    `eos_token_id` (an int or a list; none when absent: `shared.hf_config`)."""
+    `eos_token_id` (an int or a list; none when absent: `shared.config.hf_config`)."""
     return ModelInfo(shape.vocab_size, eos_token_ids(dict(config)), shape.max_position_embeddings)
 
 

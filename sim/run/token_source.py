@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from shared.finish_reason import FinishReason
+from shared.request.finish_reason import FinishReason
 from sim.run.seeded_ids import GOLDEN, MASK_64, IdDraw, mix, splitmix64, splitmix64_int
 
 if TYPE_CHECKING:
-    from shared.sampling_params import SamplingParams
-    from shared.schedule_batch import ScheduleBatch
-    from shared.trace import Trace
+    from shared.request.sampling_params import SamplingParams
+    from shared.batch.schedule_batch import ScheduleBatch
+    from shared.trace.trace import Trace
 
 
 class TokenSource(ABC):
@@ -57,7 +57,7 @@ class TokenSource(ABC):
 
     def token_matrix(self, rids: Sequence[str], first_indices: np.ndarray, steps: int) -> np.ndarray:
         """[steps, B] int64: row j holds output token first_indices[i] + j of each request
-        (the next `steps` decode steps of a batch, shared.decode_run)."""
+        (the next `steps` decode steps of a batch, shared.loop.decode_run)."""
         first = np.asarray(first_indices, dtype=np.int64)
         rows = [self.token_ids(rids, first + j) for j in range(steps)]
         return np.stack(rows) if rows else np.zeros((0, len(rids)), np.int64)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shared.engine_config import DEFAULT_CUDA_GRAPH_MAX_BS
+from shared.config.engine_config import DEFAULT_CUDA_GRAPH_MAX_BS
 from sim.cost.kernel.attention_ranks import busiest_rank_rows
 from sim.cost.batch_shape import BatchShape
 from sim.hardware.chip_kernels import chip_kernels

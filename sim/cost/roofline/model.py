@@ -16,7 +16,7 @@ KV heads while tp <= kv_heads, and the LM head, which is vocab-parallel):
 
 "linear" is the shared linear weights (`ModelShape.shared_linear_params`). MLA prices decode
 steps absorbed and extend/mixed steps naive (kv_b per KV token; `sim.model.shape`). KV bytes
-per token per rank come from `shared.kv_cache_layout` (MLA's latent is replicated on every
+per token per rank come from `shared.config.kv_cache_layout` (MLA's latent is replicated on every
 rank). A rate is peak * achieved efficiency. Linear layers and experts run at the weight
 dtype's peak (nvfp4 at the fp4 peak, its weights at 0.5625 bytes; fp8 weights on hardware
 without fp8 units, and int4 weights, run weight-only at the bf16 rate); attention runs on

@@ -1,0 +1,1 @@
+"""A request as the spec holds it: `SamplingParams`, `Req`, validation of what a client sends, and `FinishReason`."""

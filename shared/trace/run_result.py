@@ -1,0 +1,297 @@
+"""`RunResult`: what every run returns, built from its `Trace`, with `vllm bench serve`
+metric definitions (all times in seconds).
+
+Per request (`.requests`): TTFT = first_token_time - arrival (queueing included; the first
+token's time is the end of the step that sampled it, however the prefill was chunked);
+E2E = finish_time - arrival; TPOT = (E2E - TTFT) / (output_len - 1), NaN when
+output_len <= 1. ITL is the list of gaps between consecutive output tokens of a request,
+a token's time being the end (`start_time + duration`) of the step whose row for the
+request has `next_token_ids != -1` (-1 is a discarded row in any step: an intermediate
+prefill chunk, or under the overlap schedule the row a request that finished or was
+retracted still held in the next step); gaps are pooled across requests, so a request of n
+tokens sampled in the trace's steps has n - 1 gaps. A request that arrived with outputs
+already produced (`RequestRecord.prebuilt_output_ids`: a disaggregated decode instance's
+requests) has its first token at its arrival (`Scheduler.add_request`): the gap from there
+to the first token sampled here counts too, so with one such output (the prefill's first
+token) it also has output_len - 1 gaps.
+
+Summary (`.summary`): latency stats (`{ttft,tpot,itl,e2e}_{mean,p50,p90,p99}`, linear
+percentiles as `np.percentile`, NaN when there is no value) and throughputs cover
+*completed* requests only: finished with a length or stop reason. Aborted requests and
+requests that never finished are left out, as vllm leaves out failed ones (the rows stay
+in `.requests`). `num_retractions` and `cache_hit_tokens` sum over every request.
+`duration` = last finish time - first arrival over all requests (vllm uses the client's
+wall time from the first send to the last response; this is the same span, measured at
+the engine). Throughputs and goodput are NaN when duration is not positive. `goodput`
+(only with an `SLO`) = completed requests meeting every given SLO / duration, a TPOT of
+NaN (output_len <= 1) counting as 0, as vllm's `--goodput`.
+
+Steps (`.steps`): one row per forward; `bound` names what bound the step ("compute",
+"memory", "communication" or "cpu", as the simulator's cost model priced it:
+`sim.cost.base.BoundSplit`), "" where the run does not know (exec runs, a trace read back).
+
+Both frames carry `replica`: the engine replica that served the request or ran the step (0
+for one engine; a fleet's rows, `sim.fleet.result`, number its replicas).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shared.trace.trace import RequestRecord, Trace
+
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
+PERCENTILES = (50, 90, 99)
+REQUEST_COLUMNS = ("rid", "arrival", "first_token_time", "finish_time", "prompt_len",
+                   "output_len", "cached_tokens", "ttft", "tpot", "e2e", "replica")
+STEP_COLUMNS = ("step", "forward_mode", "batch_size", "num_tokens", "kv_used_tokens",
+                "queue_len", "start_time", "duration", "bound", "replica")
+COMPLETED_FINISH_TYPES = ("length", "stop")
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Per-request latency objectives in seconds; None means no objective on that metric."""
+
+    ttft: float | None = None
+    tpot: float | None = None
+    e2e: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("ttft", "tpot", "e2e"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise ValueError(f"SLO {name} must be >= 0 seconds or None, got {value!r}")
+
+    def met(self, requests: Any) -> np.ndarray:
+        """[len(requests)] bool: which rows of a `.requests` frame meet every objective."""
+        ok = np.ones(len(requests), dtype=bool)
+        for name in ("ttft", "tpot", "e2e"):
+            limit = getattr(self, name)
+            if limit is not None:
+                values = requests[name].to_numpy(dtype=float)
+                if name == "tpot":
+                    values = np.where(requests["output_len"].to_numpy() <= 1, 0.0, values)
+                ok &= values <= limit
+        return ok
+
+
+@dataclass(frozen=True, eq=False)
+class RunResult:
+    """A run's trace and its metrics. `requests` and `steps` are pandas DataFrames with
+    exactly REQUEST_COLUMNS / STEP_COLUMNS; `summary` holds plain floats and ints."""
+
+    trace: Trace
+    requests: Any
+    steps: Any
+    summary: dict[str, float]
+    slo: SLO | None = None
+
+    @classmethod
+    def from_trace(cls, trace: Trace, slo: SLO | None = None,
+                   bounds: Sequence[str] | None = None) -> RunResult:
+        """`bounds`: one per step of the trace (the steps' `bound` column), None: all ""."""
+        requests = requests_frame(trace)
+        done = completed_mask(trace)
+        columns = dict(zip(STEP_FIELDS_READ, trace.step_columns(*STEP_FIELDS_READ), strict=True))
+        itl = trace_inter_token_latencies(trace, columns, set(requests["rid"][done]))
+        summary = summarize(requests, done, itl, slo)
+        summary["num_retractions"] = sum(r.num_retractions for r in trace.requests.values())
+        summary["cache_hit_tokens"] = int(requests["cached_tokens"].sum())
+        return cls(trace, requests, steps_frame(columns, bounds), summary, slo)
+
+    @property
+    def completed_requests(self) -> Any:
+        """The rows of `requests` that count in the summary (not aborted, finished)."""
+        return self.requests[completed_mask(self.trace)]
+
+
+STEP_FIELDS_READ = ("step", "forward_mode", "rids", "input_ids", "next_token_ids",
+                    "kv_used_tokens", "queue_len", "start_time", "duration")
+
+
+def is_completed(record: RequestRecord) -> bool:
+    fr = record.finish_reason
+    return fr is not None and fr.type in COMPLETED_FINISH_TYPES
+
+
+def completed_mask(trace: Trace) -> np.ndarray:
+    """[num_requests] bool, in `trace.requests` order."""
+    return np.array([is_completed(r) for r in trace.requests.values()], dtype=bool)
+
+
+def requests_frame(trace: Trace) -> Any:
+    """One row per request in `trace.requests`, columns REQUEST_COLUMNS."""
+    import pandas as pd
+
+    recs = list(trace.requests.values())
+    arrival = np.array([r.arrival_time for r in recs], dtype=float)
+    first = np.array([r.first_token_time for r in recs], dtype=float)
+    finish = np.array([r.finish_time for r in recs], dtype=float)
+    output_len = np.array([r.output_len for r in recs], dtype=np.int64)
+    ttft, e2e = first - arrival, finish - arrival
+    tpot = np.full(len(recs), np.nan)
+    np.divide(e2e - ttft, output_len - 1, out=tpot, where=output_len > 1)
+    return pd.DataFrame({
+        "rid": pd.Series([r.rid for r in recs], dtype=object), "arrival": arrival,
+        "first_token_time": first, "finish_time": finish,
+        "prompt_len": np.array([len(r.input_ids) for r in recs], dtype=np.int64),
+        "output_len": output_len,
+        "cached_tokens": np.array([r.cached_tokens for r in recs], dtype=np.int64),
+        "ttft": ttft, "tpot": tpot, "e2e": e2e, "replica": np.zeros(len(recs), dtype=np.int64),
+    }, columns=list(REQUEST_COLUMNS))
+
+
+def steps_frame(columns: dict[str, list], bounds: Sequence[str] | None = None) -> Any:
+    """One row per step, columns STEP_COLUMNS, from the trace's step columns
+    (STEP_FIELDS_READ) and each step's bound (None: "" for every step)."""
+    import pandas as pd
+
+    step, mode, rids, ids, kv, queue, start, dur = (columns[name] for name in (
+        "step", "forward_mode", "rids", "input_ids", "kv_used_tokens", "queue_len", "start_time",
+        "duration"))
+    n = len(step)
+    if not n:
+        return pd.DataFrame(columns=list(STEP_COLUMNS))
+    if bounds is not None and len(bounds) != n:
+        raise ValueError(f"{len(bounds)} step bounds for {n} steps")
+    return pd.DataFrame({
+        "step": np.array(step, dtype=np.int64), "forward_mode": pd.Series(mode, dtype=object),
+        "batch_size": np.fromiter(map(len, rids), np.int64, n),
+        "num_tokens": np.fromiter(map(len, ids), np.int64, n),
+        "kv_used_tokens": np.array(kv, dtype=np.int64), "queue_len": np.array(queue, dtype=np.int64),
+        "start_time": np.array(start, dtype=float), "duration": np.array(dur, dtype=float),
+        "bound": pd.Series([""] * n if bounds is None else list(bounds), dtype=object),
+        "replica": np.zeros(n, dtype=np.int64)})
+
+
+def bound_shares(steps: Any) -> dict[str, float]:
+    """Fraction of the step time (sum of `duration`) each bound holds, largest first, from a
+    `.steps` frame; {} when no step has a bound (or no time)."""
+    known = steps[steps["bound"] != ""] if len(steps) else steps
+    total = float(known["duration"].sum()) if len(known) else 0.0
+    if total <= 0:
+        return {}
+    shares = known.groupby("bound")["duration"].sum() / total
+    return {str(k): float(v) for k, v in shares.sort_values(ascending=False).items()}
+
+
+def trace_inter_token_latencies(trace: Trace, columns: dict[str, list],
+                                rids: set[str]) -> np.ndarray:
+    """`inter_token_latencies` of the requests in `rids` over `trace`'s steps (`columns`, its
+    STEP_FIELDS_READ), each request that arrived with outputs (`prebuilt_output_ids`)
+    starting from its arrival."""
+    arrived_with = {rid: r.first_token_time for rid, r in trace.requests.items()
+                    if r.prebuilt_output_ids and rid in rids}
+    return inter_token_latencies(columns, rids, arrived_with)
+
+
+def inter_token_latencies(columns: dict[str, list], rids: set[str],
+                          arrived_with: dict[str, float] | None = None) -> np.ndarray:
+    """Pooled gaps between consecutive sampled tokens of the requests in `rids` (seconds),
+    from the trace's step columns (STEP_FIELDS_READ). `arrived_with`: rid -> the time of
+    the last output token a request arrived with (produced before these steps), its first
+    gap's start.
+
+    Every (request, token time) row of every step is laid out flat, after one row per
+    `arrived_with` entry; a stable sort by request keeps each request's tokens in time
+    order, and the gaps are the differences within a request. Its first token has no gap."""
+    arrived_with = arrived_with or {}
+    if not rids or not (columns["step"] or arrived_with):
+        return np.zeros(0)
+    code_of = {rid: i for i, rid in enumerate(sorted(rids))}
+    codes, times = _token_rows(*(columns[name] for name in (
+        "rids", "next_token_ids", "start_time", "duration")), code_of)
+    if arrived_with:
+        codes = np.concatenate((np.fromiter(map(code_of.__getitem__, arrived_with), codes.dtype,
+                                            len(arrived_with)), codes))
+        times = np.concatenate((np.fromiter(arrived_with.values(), float, len(arrived_with)),
+                                times))
+    keep = codes >= 0
+    codes, times = codes[keep], times[keep]
+    order = np.argsort(codes, kind="stable")   # NOTE: radix sort when the codes are int16
+    codes, times = codes[order], times[order]
+    same = codes[1:] == codes[:-1]
+    return np.diff(times)[same]
+
+
+def _token_rows(rids: list[tuple], ids: list, start: list[float], dur: list[float],
+                code_of: dict[str, int]):
+    """Flat [N] request codes of every sampled row (-1: not asked for, or a discarded
+    token) and their step end times, from per-step columns (int16 codes when they fit)."""
+    dtype = np.int16 if len(code_of) < 2**15 else np.int64
+    if not rids:
+        return np.zeros(0, dtype), np.zeros(0)
+    # NOTE: decode steps of an unchanged batch share one rids tuple: codes once per tuple.
+    codes_of = {key: np.fromiter(map(code_of.get, r, itertools.repeat(-1)), dtype, len(r))
+                for key, r in {id(r): r for r in rids}.items()}
+    sizes = np.fromiter(map(len, ids), np.int64, len(ids))
+    ends = np.array(start, dtype=float) + np.array(dur, dtype=float)
+    codes = np.concatenate(list(map(codes_of.__getitem__, map(id, rids))))
+    codes[_discarded_rows(ids, sizes)] = -1
+    return codes, np.repeat(ends, sizes)
+
+
+def _discarded_rows(ids: list, sizes: np.ndarray) -> np.ndarray:
+    """Flat indices of the rows whose id is -1, in any step (an intermediate prefill chunk,
+    or under overlap a request that finished or was retracted before the step's result was
+    processed), from per-step ids (`sizes` [S] rows per step).
+
+    NOTE: a step read back holds a tuple, which numpy converts one element at a time, and a
+    step appended since an array: tuples are searched with `in` first and only those holding
+    a -1 are converted; arrays are compared all at once."""
+    look = [i for i, x in enumerate(ids) if type(x) is not tuple or -1 in x]
+    if len(look) == len(ids):
+        return np.flatnonzero(np.concatenate(ids, dtype=np.int64, casting="unsafe") == -1)
+    if not look:
+        return np.zeros(0, np.int64)
+    steps = np.array(look, dtype=np.int64)
+    counts = sizes[steps]                                            # [L] rows per step
+    first = (sizes.cumsum() - sizes)[steps]                          # [L] its first flat row
+    rows = np.arange(int(counts.sum())) + np.repeat(first - (counts.cumsum() - counts), counts)
+    return rows[np.concatenate([ids[i] for i in look], dtype=np.int64, casting="unsafe") == -1]
+
+
+def summarize(requests: Any, done: np.ndarray, itl: np.ndarray,
+              slo: SLO | None) -> dict[str, Any]:
+    """The summary of the `done` rows of a `.requests` frame (module doc for definitions)."""
+    ok = requests[done]
+    duration = run_duration(requests)
+    summary: dict[str, Any] = {"duration": duration, "completed": int(done.sum())}
+    summary["request_throughput"] = _per_second(len(ok), duration)
+    summary["output_throughput"] = _per_second(int(ok["output_len"].sum()), duration)
+    for name in LATENCY_METRICS:
+        values = itl if name == "itl" else ok[name].to_numpy(dtype=float)
+        summary.update(latency_stats(name, values))
+    if slo is not None:
+        summary["goodput"] = _per_second(int(slo.met(ok).sum()), duration)
+    return summary
+
+
+def run_duration(requests: Any) -> float:
+    """Last finish time - first arrival over all rows; NaN when nothing finished."""
+    finish = requests["finish_time"].dropna()
+    if finish.empty:
+        return math.nan
+    return float(finish.max() - requests["arrival"].min())
+
+
+def latency_stats(name: str, values: np.ndarray) -> dict[str, float]:
+    """`{name}_mean` and `{name}_p50/p90/p99` over the non-NaN values (NaN if none)."""
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return {f"{name}_{k}": math.nan for k in ("mean", *(f"p{p}" for p in PERCENTILES))}
+    stats = {f"{name}_mean": float(values.mean())}
+    for p, v in zip(PERCENTILES, np.percentile(values, PERCENTILES), strict=True):
+        stats[f"{name}_p{p}"] = float(v)
+    return stats
+
+
+def _per_second(count: float, duration: float) -> float:
+    return count / duration if duration > 0 else math.nan

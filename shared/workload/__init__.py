@@ -1,0 +1,1 @@
+"""Workloads: `Workload` and its requests, length distributions and the generators."""
