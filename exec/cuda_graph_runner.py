@@ -13,18 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from exec.attention import AttentionGroup, AttentionMetadata
+from exec.kv_pool import KVPool
 from exec.models import TorchBatch
 from shared.batch.cuda_graph import pad_decode_batch, padded_batch_size
 from shared.batch.forward_batch import ForwardBatch
-
-if TYPE_CHECKING:
-    from exec.model_runner import TorchModelRunner
 
 MIN_KEY_BUCKET = 64
 
@@ -48,13 +45,18 @@ class CapturedDecode:
 
 
 class DecodeGraphRunner:
-    def __init__(self, runner: TorchModelRunner, sizes: list[int]) -> None:
-        self.runner, self.sizes = runner, sizes
+    """Decode forwards replayed from captured graphs, one per (padded batch size, key
+    bucket): `model` over `kv_pool` on `device`, keys bucketed up to `context_length`."""
+
+    def __init__(self, model: torch.nn.Module, kv_pool: KVPool, device: torch.device,
+                 context_length: int, sizes: list[int]) -> None:
+        self.model, self.kv_pool, self.device = model, kv_pool, device
+        self.context_length, self.sizes = context_length, sizes
         self.graphs: dict[tuple[int, int], CapturedDecode] = {}
         self.pool = None
 
     def bucket(self, max_seq: int) -> int:
-        return min(max(MIN_KEY_BUCKET, 1 << (max_seq - 1).bit_length()), self.runner.config.context_length)
+        return min(max(MIN_KEY_BUCKET, 1 << (max_seq - 1).bit_length()), self.context_length)
 
     def replay(self, fb: ForwardBatch) -> tuple[torch.Tensor, int]:
         """Logits [B, V] of a decode batch, and the padded batch size it ran at."""
@@ -78,7 +80,7 @@ class DecodeGraphRunner:
         g.mask.copy_(torch.from_numpy(valid[:, None, None, :]).to(dev))
 
     def _capture(self, bs: int, window: int) -> CapturedDecode:
-        r, dev = self.runner, self.runner.device
+        dev = self.device
         zeros = lambda *shape: torch.zeros(shape, dtype=torch.int64, device=dev)  # noqa: E731
         mask = torch.zeros((bs, 1, 1, window), dtype=torch.bool, device=dev)
         mask[..., 0] = True
@@ -87,8 +89,8 @@ class DecodeGraphRunner:
                            zeros(bs), zeros(bs, window), mask, torch.empty(0))
         meta = AttentionMetadata((AttentionGroup(g.kv_index, g.mask, torch.arange(bs, device=dev)[:, None],
                                                  torch.arange(bs, device=dev)),))
-        batch = TorchBatch(g.out_cache_loc, meta, r.kv_pool)
-        g.run = lambda: r.model.compute_logits(r.model(g.input_ids, g.positions, batch))
+        batch = TorchBatch(g.out_cache_loc, meta, self.kv_pool)
+        g.run = lambda: self.model.compute_logits(self.model(g.input_ids, g.positions, batch))
         if cuda:
             self._record(g)
         self.graphs[(bs, window)] = g

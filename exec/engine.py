@@ -30,17 +30,16 @@ from exec.output_tracker import OutputTracker, StreamOutput
 from exec.overlap_worker import OverlapWorker
 from exec.tp_group import TPGroup
 from exec.tp_model_runner import runner_class
-from exec.tp_worker import check_tp_model
-from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.batch.forward_batch import ForwardBatch
-from shared.request.invalid_request import InvalidRequestError
+from shared.batch.schedule_batch import ScheduleBatch
+from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.loop.model_runner import RunnerOutput
+from shared.loop.scheduler import Scheduler
+from shared.request.invalid_request import InvalidRequestError
 from shared.request.req import Req
 from shared.request.sampling_params import SEED_MAX, SEED_MIN, SamplingParams, is_int_type
-from shared.batch.schedule_batch import ScheduleBatch
-from shared.loop.scheduler import Scheduler
-from shared.trace.trace import Trace
 from shared.request.validation import token_array, validate_request
+from shared.trace.trace import Trace
 
 __all__ = ["Engine", "load_model"]
 STREAM_CLOSED = "the stream was closed before the request finished"
@@ -59,7 +58,8 @@ class Engine:
     fraction of free memory (`exec.kv_capacity.default_kv_capacity`); a `max_total_tokens`
     whose pool cannot be allocated is refused before anything is (`check_kv_fits`).
     `tp_group` (world > 1): this engine is rank 0 of a tensor-parallel world, the other
-    ranks following its forwards (`exec.tp_worker.launch` starts them all).
+    ranks following its forwards (`exec.tp_worker.launch` starts them all, after checking
+    that the model splits over them).
     `kv_cache_dtype` (SGLang's `--kv-cache-dtype`: "auto", "fp8_e4m3", "fp8_e5m2", "bf16")
     is the KV pool's storage dtype (`exec.kv_cache_dtype`), refused up front when unknown."""
 
@@ -68,8 +68,6 @@ class Engine:
                  tp_group: TPGroup | None = None, kv_cache_dtype: str = AUTO,
                  **engine_args: Any) -> None:
         kv_storage_dtype(kv_cache_dtype, torch.float32)  # NOTE: a bad name is refused before loading
-        if tp_group is not None and tp_group.world_size > 1:
-            check_tp_model(model, tp_group.world_size)  # NOTE: before anything is loaded
         opened = open_model(model, device=device, dtype=dtype)
         self.model_config, self.tokenizer = opened.config, opened.tokenizer
         self.chat_template, self._opened = opened.chat_template, opened

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shared.loop.failed_step import select_rows
 from shared.batch.forward_batch import ForwardBatch
-from shared.loop.model_runner import RunnerOutput
 from shared.batch.schedule_batch import ScheduleBatch
+from shared.loop.failed_step import select_rows
+from shared.loop.model_runner import RunnerOutput
 from shared.loop.scheduler import Scheduler
 
 RunStep = Callable[[ForwardBatch], tuple[RunnerOutput, Any]]  # forward + sample, or RunnerError

@@ -32,7 +32,7 @@ from tokenizers import Tokenizer
 from exec.gguf_tokenizer import build_tokenizer, default_add_bos
 from exec.loader import CheckpointError
 from exec.model_config import ModelConfig, UnsupportedModelError
-from exec.models import CausalLM, model_class
+from exec.models import CausalLM, model_class, runnable_config
 from exec.rotary import inv_frequencies
 from exec.torch_dtype import torch_dtype
 
@@ -97,10 +97,10 @@ def load_gguf(path: str | Path, *, device: str = "cpu", dtype: str = "float32") 
     GGML type, rope scaling or tokenizer not supported, each named).
     """
     path = Path(path)
-    reader = _open(path)
+    reader = open_reader(path)
     meta = Metadata(reader, path)
     tensors = {t.name: t for t in reader.tensors}
-    config = ModelConfig.from_dict(gguf_config_dict(meta, tensors))
+    config = runnable_config(gguf_config_dict(meta, tensors))
     tokenizer, add_bos = _tokenizer(meta)
     with torch.device("meta"):
         model = model_class(config)(config)
@@ -234,7 +234,7 @@ class _PlainArrayReader(GGUFReader):
         self._data = mapped.view(np.ndarray)
 
 
-def _open(path: Path) -> GGUFReader:
+def open_reader(path: Path) -> GGUFReader:
     """The file's reader; CheckpointError naming the file when it is absent or unreadable.
 
     NOTE: gguf's reader fails on a truncated or corrupt file with whatever numpy raises

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from shared.batch.forward_batch import ForwardBatch
+from shared.batch.schedule_batch import ScheduleBatch
 from shared.loop.model_runner import RunnerOutput
 from shared.request.req import Req
-from shared.batch.schedule_batch import ScheduleBatch
 
 
 class RequestLogprobs(NamedTuple):

@@ -19,9 +19,6 @@ from typing import Any
 
 from shared.config.hf_config import HFConfig, InvalidModelConfig
 
-LLAMA3_ROPE_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
-SUPPORTED_ROPE_TYPES = ("default", "llama3")
-
 
 class UnsupportedModelError(InvalidModelConfig):
     """The checkpoint's architecture or a feature of it is not supported."""
@@ -29,7 +26,8 @@ class UnsupportedModelError(InvalidModelConfig):
 
 @dataclass(frozen=True)
 class ModelConfig(HFConfig):
-    """An HFConfig exec can run (`from_dict` / `from_file` refuse the rest)."""
+    """An HFConfig as exec reads it; whether a registered family runs it is
+    `exec.models.runnable_config`'s check (the refusals listed above)."""
 
     @classmethod
     def from_file(cls, path: str | Path) -> ModelConfig:
@@ -43,28 +41,4 @@ class ModelConfig(HFConfig):
             raise
         except InvalidModelConfig as e:
             raise UnsupportedModelError(str(e)) from None
-        _check_runnable(config)
         return config
-
-
-def _check_runnable(c: ModelConfig) -> None:
-    # NOTE: imported here because exec.models imports this module (its classes take a ModelConfig).
-    from exec.models import model_class
-
-    family = model_class(c)
-    family.check_config(c)
-    if c.hidden_act != "silu":
-        raise UnsupportedModelError(f"hidden_act {c.hidden_act!r} is not supported (silu only)")
-    # NOTE: a family that checks its own rope (DeepSeek-V3: yarn) sets `checks_rope`.
-    if c.rope_scaling is not None and not getattr(family, "checks_rope", False):
-        kind = c.rope_scaling["rope_type"]
-        if kind not in SUPPORTED_ROPE_TYPES:
-            raise UnsupportedModelError(f"rope scaling {kind!r} is not supported "
-                                        f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})")
-        missing = [k for k in LLAMA3_ROPE_KEYS if k not in c.rope_scaling]
-        if missing:
-            raise UnsupportedModelError(f"llama3 rope scaling is missing {', '.join(missing)}")
-    if c.sliding_window is not None:
-        raise UnsupportedModelError(
-            f"sliding-window attention (sliding_window={c.sliding_window} < context "
-            f"{c.context_length}) is not supported; batchtwin attends over the full context")

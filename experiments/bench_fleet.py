@@ -14,11 +14,11 @@ import time
 
 from experiments.cpu_info import cpu_model
 from shared.workload.workload import Workload
+from sim.cost.step_bounds import step_bounds
 from sim.fleet.driver import Replica, drive_fleet
 from sim.fleet.result import FleetResult
 from sim.routers import make_router
 from sim.run.simulate import build_simulation
-from sim.cost.step_bounds import step_bounds
 
 
 def fleet_once(c, workload: Workload, replicas: int) -> dict[str, float]:

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from exec.model_config import ModelConfig
 from exec.model_runner import TorchModelRunner
+from exec.models import runnable_config
 from exec.models.llama import LlamaForCausalLM
 from exec.torch_threads import torch_threads
 from experiments.golden_example import (
@@ -36,8 +36,8 @@ from experiments.golden_example import (
 )
 from shared.loop.scheduler import Scheduler
 from shared.trace.trace import Trace
-from sim.run.driver import drive_workload
 from sim.cost.roofline.model import RooflineCostModel
+from sim.run.driver import drive_workload
 from sim.run.token_source import ReplayTokenSource
 
 
@@ -45,7 +45,7 @@ def tiny_model(seed: int) -> LlamaForCausalLM:
     """A random-weight tiny Llama (TINY_CONFIG), the same weights for the same seed."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return LlamaForCausalLM(ModelConfig.from_dict(TINY_CONFIG))
+        return LlamaForCausalLM(runnable_config(TINY_CONFIG))
 
 
 def run_exec(seed: int, clock: RooflineCostModel) -> tuple[list[dict[str, Any]], Trace]:

@@ -12,17 +12,17 @@ from typing import Any
 
 import numpy as np
 
-from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.batch.forward_batch import ForwardBatch
+from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.loop.model_runner import ModelRunner, RunnerOutput
-from shared.request.sampling_params import SamplingParams
 from shared.loop.scheduler import Scheduler
+from shared.request.sampling_params import SamplingParams
 from shared.trace.trace import Trace
 from shared.workload.workload import Workload, WorkloadRequest
-from sim.run.driver import drive_workload
+from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.hardware import get_hardware
 from sim.model.from_config import get_model_shape
-from sim.cost.roofline.model import RooflineCostModel
+from sim.run.driver import drive_workload
 from sim.run.sim_model_runner import SimModelRunner
 from sim.run.token_source import SyntheticTokenSource, TokenSource
 

@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     import torch
 
-    from sim.hardware.hardware import get_hardware
     from sim.cost.kernel.model import KernelCostModel
+    from sim.hardware.hardware import get_hardware
     from sim.model.from_config import config_dict, shape_from_config
 
     device = "cpu" if args.tiny else "cuda"

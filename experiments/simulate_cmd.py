@@ -70,8 +70,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 def parallelism_arguments(g: argparse._ArgumentGroup) -> None:
     """--ep-size, --dp-size, --enable-dp-attention, --quantization, --kv-cache-dtype
     (SGLang's names) and --expert-zipf."""
-    from sim.model.ep_options import A2A_BACKENDS
     from sim.hardware.precision import KV_CACHE_DTYPES, QUANTIZATIONS
+    from sim.model.ep_options import A2A_BACKENDS
 
     g.add_argument("--ep-size", type=positive_int, default=1,
                    help="expert-parallel degree (MoE models; divides --tp and the experts)")

@@ -14,8 +14,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from exec.model_config import ModelConfig
-from exec.models import model_class
+from exec.models import model_class, runnable_config
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ def write_random_checkpoint(folder: str | Path, config: dict, seed: int = 0) -> 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    parsed = ModelConfig.from_dict(config)
+    parsed = runnable_config(config)
     dtype = getattr(torch, str(config.get("torch_dtype", "float32")))
     model = model_class(parsed)(parsed).to(dtype)
     with torch.no_grad():

@@ -4,7 +4,8 @@ Pure Python and numpy: no torch, no simpy, no clock, no global state. Both execu
 (`exec/`, `sim/`) run exactly this code.
 """
 
-from shared.memory.chunk_cache import ChunkCache
+from shared.admission.prefill_adder import AddReqResult, PrefillAdder
+from shared.admission.schedule_policy import SchedulePolicy
 from shared.batch.cuda_graph import (
     PaddedDecode,
     can_run_graph,
@@ -12,32 +13,38 @@ from shared.batch.cuda_graph import (
     pad_decode_batch,
     padded_batch_size,
 )
-from shared.config.engine_config import EngineConfig, ModelInfo
-from shared.request.finish_reason import FinishReason
 from shared.batch.forward_batch import ForwardBatch
 from shared.batch.forward_mode import ForwardMode
-from shared.request.invalid_request import InvalidRequestError
-from shared.memory.kv_memory import KVCacheOOMError, KVMemory, MemoryLeakError
-from shared.workload.length_dist import Empirical, Fixed, LengthDist, LogNormal, Uniform, as_length_dist
 from shared.batch.logit_rows import LogitRows, select_logit_rows
+from shared.batch.positions import Positions, compute_positions
+from shared.batch.schedule_batch import ScheduleBatch
+from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.loop.model_runner import ModelRunner, RunnerOutput
 from shared.loop.new_token_ratio import NewTokenRatio
-from shared.batch.positions import Positions, compute_positions
-from shared.admission.prefill_adder import AddReqResult, PrefillAdder
+from shared.loop.scheduler import Scheduler
+from shared.memory.chunk_cache import ChunkCache
+from shared.memory.kv_memory import KVCacheOOMError, KVMemory, MemoryLeakError
 from shared.memory.prefix_cache import MatchResult, PrefixCache
 from shared.memory.radix_cache import RadixCache
-from shared.request.req import Req
 from shared.memory.req_to_token_pool import ReqToTokenPool
-from shared.trace.run_result import SLO, RunResult
-from shared.request.sampling_params import TOP_K_ALL, SamplingParams
-from shared.batch.schedule_batch import ScheduleBatch
-from shared.admission.schedule_policy import SchedulePolicy
-from shared.loop.scheduler import Scheduler
-from shared.trace.step_record import FieldDiff, StepRecord
 from shared.memory.token_allocator import AllocatorState, TokenToKVPoolAllocator
-from shared.trace.trace import RequestRecord, Trace
 from shared.memory.tree_node import TreeNode
+from shared.request.finish_reason import FinishReason
+from shared.request.invalid_request import InvalidRequestError
+from shared.request.req import Req
+from shared.request.sampling_params import TOP_K_ALL, SamplingParams
 from shared.request.validation import validate_request
+from shared.trace.run_result import SLO, RunResult
+from shared.trace.step_record import FieldDiff, StepRecord
+from shared.trace.trace import RequestRecord, Trace
+from shared.workload.length_dist import (
+    Empirical,
+    Fixed,
+    LengthDist,
+    LogNormal,
+    Uniform,
+    as_length_dist,
+)
 from shared.workload.workload import Workload, WorkloadRequest, arrival_times
 
 __all__ = [

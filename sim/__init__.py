@@ -7,8 +7,8 @@ recorded trace teacher-forced. The conformance kit (`sim.conformance`, Hypothesi
 `check_conformance` / `check_agreement`) is imported on its own.
 """
 
-from sim.cost.batch_shape import BatchShape
 from sim.cost.base import CostModel, StepCost, ZeroCostModel
+from sim.cost.batch_shape import BatchShape
 from sim.run.driver import drive_workload
 from sim.run.replay import ReplayResult, replay
 from sim.run.sim_model_runner import SimModelRunner

@@ -9,8 +9,8 @@ import numpy as np
 from shared.batch.cuda_graph import can_run_graph, padded_batch_size
 from shared.batch.forward_batch import ForwardBatch
 from shared.loop.model_runner import RunnerOutput
-from shared.request.req import Req
 from shared.loop.scheduler import Scheduler
+from shared.request.req import Req
 
 
 def default_token(rid: str, index: int, vocab_size: int) -> int:

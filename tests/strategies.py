@@ -308,8 +308,8 @@ def batch_growths(draw):
 def cost_model_keys() -> list[tuple[str, str, int]]:
     """Every (embedded model, catalogue chip, tp in 1, 2, 4, 8) whose tp the model can shard
     (`sim.model.parallelism.check_tp`)."""
-    from sim.model.embedded_configs import EMBEDDED_CONFIGS
     from sim.hardware.hardware import hardware_catalogue
+    from sim.model.embedded_configs import EMBEDDED_CONFIGS
     from sim.model.from_config import get_model_shape
 
     keys = []
@@ -427,8 +427,8 @@ def dense_decode_cases(draw, max_batch: int = 512, max_seq_len: int = 16384):
     from hypothesis import assume
 
     from sim.hardware.hardware import hardware_catalogue
-    from sim.model.kv_capacity import kv_capacity_tokens
     from sim.model.from_config import EMBEDDED_CONFIGS, get_model_shape
+    from sim.model.kv_capacity import kv_capacity_tokens
 
     model = draw(st.sampled_from(sorted(k for k in EMBEDDED_CONFIGS
                                         if get_model_shape(k).moe is None)))

@@ -18,9 +18,9 @@ from exec.spec_probe import TorchSpecProbe
 from exec.torch_threads import torch_threads
 from experiments.dev.tiny_exec import ARRIVAL_TICK, TINY_INFO, TinyExec
 from shared import EngineConfig, SamplingParams, Scheduler, StepRecord, Trace, Workload
-from shared.workload.length_dist import Uniform
 from shared.loop.model_runner import RunnerOutput
 from shared.memory.token_allocator import AllocatorState
+from shared.workload.length_dist import Uniform
 from sim.conformance import (
     AgreementError,
     ConformanceCase,

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler, Workload
+from shared.admission.prefill_adder import AddReqResult, PrefillAdder
 from shared.memory.chunk_cache import ChunkCache
 from shared.memory.kv_memory import KVMemory
-from shared.admission.prefill_adder import AddReqResult, PrefillAdder
 from shared.workload.workload import WorkloadRequest
 from tests.scripted_runner import ScriptedRunner, drive
 from tests.test_decode_run import _assert_same_run, _simulate

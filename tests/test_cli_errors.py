@@ -45,11 +45,11 @@ def tiny_gguf(path: Path) -> Path:
     import torch
 
     from exec.gguf_loader import GLOBAL_TENSORS, LAYER_TENSORS
-    from exec.model_config import ModelConfig
+    from exec.models import runnable_config
     from exec.models.llama import LlamaForCausalLM
 
     with torch.device("meta"):
-        model = LlamaForCausalLM(ModelConfig.from_dict(TINY_CONFIG))
+        model = LlamaForCausalLM(runnable_config(TINY_CONFIG))
     names = {v: k for k, v in GLOBAL_TENSORS.items()}
     names.update({f"model.layers.0.{v}": f"blk.0.{k}" for k, v in LAYER_TENSORS.items()})
     w = gguf.GGUFWriter(str(path), "llama")

@@ -8,12 +8,12 @@ from hypothesis import strategies as st
 
 from shared import EngineConfig, FinishReason, ModelInfo, SamplingParams, Scheduler, Workload
 from shared.workload.workload import WorkloadRequest
-from sim.cost.batch_shape import BatchShape
 from sim.cost.base import CostModel, StepCost
-from sim.run.driver import delays_to, drive_workload
+from sim.cost.batch_shape import BatchShape
+from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.hardware import get_hardware
 from sim.model.from_config import get_model_shape
-from sim.cost.roofline.model import RooflineCostModel
+from sim.run.driver import delays_to, drive_workload
 from sim.run.sim_model_runner import SimModelRunner
 from sim.run.token_source import ReplayTokenSource, SyntheticTokenSource
 from tests.strategies import scheduler_cases

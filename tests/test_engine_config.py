@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.batch.cuda_graph import can_run_graph, cuda_graph_batch_sizes, padded_batch_size
-from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.batch.forward_mode import ForwardMode
+from shared.config.engine_config import EngineConfig, ModelInfo
 
 MODEL = ModelInfo(vocab_size=100, eos_token_ids=(0,), context_length=64)
 

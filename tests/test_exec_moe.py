@@ -12,8 +12,8 @@ import torch
 import transformers
 
 from exec.engine import Engine
-from exec.model_config import ModelConfig, UnsupportedModelError
-from exec.models import MODELS, model_class
+from exec.model_config import UnsupportedModelError
+from exec.models import MODELS, model_class, runnable_config
 from exec.models.moe_block import SparseMoeBlock
 from exec.models.qwen3_moe import EXPERT_NAMES
 from exec.packed_linear import PackedLinear
@@ -125,7 +125,7 @@ def test_qwen3_moe_block_equals_transformers_with_and_without_renormalising(norm
     hf = transformers.models.qwen3_moe.modeling_qwen3_moe.Qwen3MoeSparseMoeBlock(hf_config)
     for p in hf.parameters():
         torch.nn.init.normal_(p)
-    config = ModelConfig.from_dict({**hf_config.to_dict(), "architectures": ["Qwen3MoeForCausalLM"]})
+    config = runnable_config({**hf_config.to_dict(), "architectures": ["Qwen3MoeForCausalLM"]})
     ours = SparseMoeBlock(16, config.moe, EXPERT_NAMES)
     ours.fuse()
     with torch.no_grad():

@@ -5,13 +5,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.batch.forward_batch import ForwardBatch
 from shared.batch.forward_mode import ForwardMode
 from shared.batch.logit_rows import select_logit_rows
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.loop.scheduler import Scheduler
 from shared.request.req import Req
 from shared.request.sampling_params import SamplingParams
-from shared.loop.scheduler import Scheduler
 from tests.scripted_runner import ScriptedRunner, drive
 from tests.strategies import scheduler_cases
 

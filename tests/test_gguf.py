@@ -34,7 +34,7 @@ from exec.kv_pool import KVPool
 from exec.loader import CheckpointError
 from exec.model_config import ModelConfig, UnsupportedModelError
 from exec.model_runner import TorchModelRunner
-from exec.models import TorchBatch
+from exec.models import TorchBatch, runnable_config
 from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler
 from tests.scripted_runner import drive
 from tests.tiny_models import make_checkpoint
@@ -100,7 +100,7 @@ def llama3_rope_freqs(c: ModelConfig) -> np.ndarray:
 
 def gguf_tensors(folder: Path, hf) -> dict[str, np.ndarray]:
     """GGUF name -> float32 array as llama.cpp's converter writes it (q/k rows permuted for llama)."""
-    c = ModelConfig.from_file(folder)
+    c = runnable_config(folder)
     out = {}
     for name, p in hf.state_dict().items():
         if name == "lm_head.weight" and c.tie_word_embeddings:
@@ -121,7 +121,7 @@ def write_gguf(path: Path, folder: Path, tensors: dict[str, np.ndarray], qtype: 
                extra: dict[str, str | float] | None = None) -> Path:
     """A GGUF with `folder`'s config (and `extra`) as metadata; matrices in `qtype`, vectors
     in F32; `raw` tensors as given bytes of a given type."""
-    c = ModelConfig.from_file(folder)
+    c = runnable_config(folder)
     w = gguf.GGUFWriter(str(path), arch or c.arch)
     w.add_block_count(c.num_layers)
     w.add_context_length(c.max_position_embeddings)
@@ -198,7 +198,7 @@ def test_f32_gguf_gives_the_safetensors_model_and_logits(reference, tmp_path, ar
     folder, hf, want = reference(arch)
     path = write_gguf(tmp_path / "m.gguf", folder, gguf_tensors(folder, hf), Q.F32)
     loaded = load_gguf(path)
-    assert loaded.config == ModelConfig.from_file(folder)
+    assert loaded.config == runnable_config(folder)
     assert loaded.tokenizer is None and loaded.chat_template is None and not loaded.add_bos_token
     assert relative_error(prompt_logits(loaded.model, PROMPT), want) <= 1e-5
 
@@ -207,7 +207,7 @@ def test_skipping_the_qk_unpermutation_would_be_caught(reference, tmp_path):
     """Negative control: q/k rows left in HF order (so the loader scrambles them) move the
     logits by far more than any tolerance here."""
     folder, hf, want = reference("llama")
-    c = ModelConfig.from_file(folder)
+    c = runnable_config(folder)
     tensors = gguf_tensors(folder, hf)
     for name in tensors:
         if name.endswith(("attn_q.weight", "attn_k.weight")):
@@ -346,7 +346,7 @@ def test_permutation_interleaves_the_two_halves_of_each_head():
 def test_llama3_rope_scaling_is_recovered_from_rope_freqs():
     """Llama 3.1's rope_freqs divisors give back factor 8, low 1, high 4 (context 8192);
     all-ones divisors mean no scaling; divisors no llama3 dict reproduces are refused."""
-    c = ModelConfig.from_dict({
+    c = runnable_config({
         "architectures": ["LlamaForCausalLM"], "vocab_size": 8, "hidden_size": 4096,
         "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 32,
         "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,

@@ -10,7 +10,7 @@ from exec import kv_capacity
 from exec.engine import Engine
 from exec.kv_capacity import default_kv_capacity
 from exec.kv_pool import kv_pool_nbytes
-from exec.model_config import ModelConfig
+from exec.models import runnable_config
 from experiments import generate_cmd
 from experiments.tiny_checkpoint import write_tiny_checkpoint
 
@@ -66,7 +66,7 @@ def test_fp8_cache_greedy_run_stays_close_to_the_model_dtype_cache(folder, name)
 
 def test_fp8_cache_holds_twice_the_tokens_of_bf16_in_the_same_memory(folder, monkeypatch):
     """Bytes per token halve, so the default capacity from the same free memory doubles."""
-    config = ModelConfig.from_file(folder)
+    config = runnable_config(folder)
     monkeypatch.setattr(kv_capacity, "_free_bytes", lambda device: float(1 << 28))
     bf16 = default_kv_capacity(config, "cpu", "float32", "bf16")
     fp8 = default_kv_capacity(config, "cpu", "float32", "fp8_e4m3")

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from shared import EngineConfig, ModelInfo, SamplingParams, Scheduler, Workload
 from shared.workload.length_dist import Fixed, Uniform
 from shared.workload.workload import WorkloadRequest
-from sim.run.driver import drive_workload
+from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.hardware import get_hardware
 from sim.model.from_config import get_model_shape
+from sim.run.driver import drive_workload
 from sim.run.online_sim import SimulatedOnlineEngine
 from sim.run.output_lengths import OutputLengths
-from sim.cost.roofline.model import RooflineCostModel
 from sim.run.sim_model_runner import SimModelRunner
 from sim.run.simulate import build_simulation, simulate
 from sim.run.token_source import SyntheticTokenSource

@@ -13,8 +13,8 @@ import time
 import pytest
 from hypothesis import given, settings
 
-from shared.request.invalid_request import InvalidRequestError
 from shared.online.online_engine import EngineUnavailable
+from shared.request.invalid_request import InvalidRequestError
 from shared.request.sampling_params import SamplingParams
 from tests.online_engines import HANG_S, Collected, exec_engine, sim_engine
 from tests.strategies import engine_call_plans

@@ -7,8 +7,8 @@ import pytest
 
 from shared import InvalidRequestError, SamplingParams
 from shared.config.engine_config import EngineConfig, ModelInfo
-from shared.request.req import Req
 from shared.loop.scheduler import Scheduler
+from shared.request.req import Req
 from shared.trace.trace import Trace
 from tests.scripted_runner import ScriptedRunner, default_token, drive
 
@@ -71,8 +71,8 @@ def test_a_decode_instances_trace_keeps_what_requests_arrived_with_and_replays(t
     token as `prebuilt_output_ids` and replays step for step."""
     from shared import Workload
     from shared.workload.workload import WorkloadRequest
-    from sim.run.replay import replay
     from sim.fleet.simulate_disaggregated import simulate_disaggregated
+    from sim.run.replay import replay
 
     params = SamplingParams(max_new_tokens=6, ignore_eos=True)
     w = Workload(tuple(WorkloadRequest(f"r{i}", 0.002 * i, tuple(PROMPT), params)

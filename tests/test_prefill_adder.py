@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.memory.kv_memory import KVMemory
-from shared.loop.new_token_ratio import NewTokenRatio
 from shared.admission.prefill_adder import AddReqResult, PrefillAdder
+from shared.loop.new_token_ratio import NewTokenRatio
+from shared.memory.kv_memory import KVMemory
 from shared.request.req import Req
 from shared.request.sampling_params import SamplingParams
 

@@ -15,9 +15,9 @@ from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler, Trac
 from shared.batch.forward_batch import ForwardBatch
 from sim import ReplayResult, replay
 from sim.cost.calibrated import CalibratedCostModel
+from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.hardware import get_hardware
 from sim.model.from_config import get_model_shape
-from sim.cost.roofline.model import RooflineCostModel
 from sim.run.sim_model_runner import SimModelRunner
 from sim.run.simulate import simulate
 from sim.run.token_source import SyntheticTokenSource

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 
 from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.request.finish_reason import FinishReason
-from shared.trace.run_result import REQUEST_COLUMNS, SLO, STEP_COLUMNS, RunResult
 from shared.request.sampling_params import SamplingParams
+from shared.trace.run_result import REQUEST_COLUMNS, SLO, STEP_COLUMNS, RunResult
 from shared.trace.trace import RequestRecord, Trace
 from tests.strategies import token_timelines
 

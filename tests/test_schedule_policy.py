@@ -7,15 +7,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.memory.kv_memory import KVMemory
-from shared.request.req import Req
-from shared.request.sampling_params import SamplingParams
 from shared.admission.schedule_policy import (
     IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD,
     LPM_MAX_WAITING,
     POLICIES,
     SchedulePolicy,
 )
+from shared.memory.kv_memory import KVMemory
+from shared.request.req import Req
+from shared.request.sampling_params import SamplingParams
 from tests.strategies import prompts, small_page_sizes
 
 

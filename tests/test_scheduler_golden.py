@@ -7,8 +7,8 @@ import dataclasses
 
 from shared import SamplingParams
 from shared.config.engine_config import EngineConfig, ModelInfo
-from shared.request.req import Req
 from shared.loop.scheduler import Scheduler
+from shared.request.req import Req
 from tests.scripted_runner import ScriptedRunner, drive
 
 MODEL = ModelInfo(vocab_size=100, eos_token_ids=(0,), context_length=64)

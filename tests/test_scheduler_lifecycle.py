@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from shared import FinishReason, ForwardBatch, InvalidRequestError, MemoryLeakError, SamplingParams
-from shared.config.engine_config import EngineConfig, ModelInfo
-from shared.request.req import Req
 from shared.batch.schedule_batch import RETRACT_OOM_MESSAGE, ScheduleBatch
+from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.loop.scheduler import Scheduler
+from shared.request.req import Req
 from tests.scripted_runner import ScriptedRunner, default_token, drive
 
 MODEL = ModelInfo(vocab_size=50, eos_token_ids=(0,), context_length=8192)

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import event, given, settings
 
 from shared import SamplingParams
+from shared.batch.schedule_batch import ScheduleBatch
 from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.loop.scheduler import Scheduler
 from shared.request.invalid_request import InvalidRequestError
 from shared.request.req import Req
-from shared.batch.schedule_batch import ScheduleBatch
-from shared.loop.scheduler import Scheduler
 from shared.trace.trace import Trace
 from sim.conformance.shadow_kv import ShadowKV
 from tests.scripted_runner import ScriptedRunner, default_token, drive

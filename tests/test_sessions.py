@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from shared import Workload
-from sim.run.driver import drive_workload
 from sim.fleet.driver import Replica, drive_fleet
-from sim.routers import ROUTERS, make_router
-from sim.run.simulate import build_simulation
 from sim.fleet.simulate import simulate_fleet
+from sim.routers import ROUTERS, make_router
+from sim.run.driver import drive_workload
+from sim.run.simulate import build_simulation
 
 
 def _sessions(n: int = 12, turns: int = 4, **kwargs) -> Workload:

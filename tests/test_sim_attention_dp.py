@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 from shared import SamplingParams, Workload
-from sim.cost.kernel.attention_ranks import busiest_rank_rows
 from sim.cost.batch_shape import BatchShape
-from sim.hardware.chip_kernels import chip_kernels
-from sim.hardware.collectives import allreduce_time
+from sim.cost.kernel.attention_ranks import busiest_rank_rows
 from sim.cost.kernel.forward_kernels import ForwardKernels
-from sim.hardware.hardware import get_hardware
 from sim.cost.kernel.model import KernelCostModel
 from sim.cost.kernel.params import KernelParams
-from sim.model.kv_capacity import kv_capacity_tokens
+from sim.hardware.chip_kernels import chip_kernels
+from sim.hardware.collectives import allreduce_time
+from sim.hardware.hardware import get_hardware
 from sim.model.from_config import get_model_shape
+from sim.model.kv_capacity import kv_capacity_tokens
 from sim.model.parallelism import kv_bytes_per_token_per_rank, weight_bytes_per_gpu
 from sim.run.simulate import simulate
 

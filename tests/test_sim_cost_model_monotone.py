@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cost.batch_shape import BatchShape
 from sim.cost.base import CostModel
-from sim.hardware.hardware import get_hardware
+from sim.cost.batch_shape import BatchShape
 from sim.cost.kernel.model import KernelCostModel
-from sim.model.from_config import get_model_shape
 from sim.cost.kernel.prefill_attention import query_tile_pairs, tiled_makespan
 from sim.cost.roofline.model import RooflineCostModel
+from sim.hardware.hardware import get_hardware
+from sim.model.from_config import get_model_shape
 from tests.strategies import batch_growths, cost_model_keys
 
 KINDS = {"roofline": RooflineCostModel, "kernel": KernelCostModel}

@@ -6,21 +6,21 @@ import json
 import numpy as np
 import pytest
 
-from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.batch.forward_mode import ForwardMode
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.loop.scheduler import Scheduler
 from shared.request.req import Req
 from shared.request.sampling_params import SamplingParams
-from shared.loop.scheduler import Scheduler
 from shared.trace.step_record import StepRecord
+from sim.cost.base import STEP_COST_PARTS, StepCost, ZeroCostModel, reprice
 from sim.cost.batch_shape import BatchShape
 from sim.cost.calibrated import FEATURES, CalibratedCostModel, nnls, shape_features
-from sim.cost.base import STEP_COST_PARTS, StepCost, ZeroCostModel, reprice
-from sim.hardware.hardware import get_hardware
-from sim.model.kv_capacity import kv_capacity_tokens
-from sim.model.from_config import get_model_shape
-from sim.cost.roofline.model import RooflineCostModel
 from sim.cost.roofline.latency import kernel_latency
+from sim.cost.roofline.model import RooflineCostModel
 from sim.cost.roofline.overheads import Overheads
+from sim.hardware.hardware import get_hardware
+from sim.model.from_config import get_model_shape
+from sim.model.kv_capacity import kv_capacity_tokens
 from tests.scripted_runner import ScriptedRunner, drive
 
 LLAMA8 = get_model_shape("llama-3-8b")

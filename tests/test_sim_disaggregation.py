@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from shared import SamplingParams, Workload
 from shared.workload.workload import WorkloadRequest
+from sim.fleet.simulate_disaggregated import parse_layout, simulate_disaggregated
 from sim.model.embedded_configs import config_dict
 from sim.run.simulate import simulate
-from sim.fleet.simulate_disaggregated import parse_layout, simulate_disaggregated
 from sim.run.token_source import SyntheticTokenSource
 from tests.strategies import disagg_layouts, small_engine_args, stream_workloads
 

@@ -6,10 +6,10 @@ import json
 
 from exec.engine import Engine
 from shared import SamplingParams, Workload
-from sim.run.driver import drive_workload
+from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.hardware import get_hardware
 from sim.model.from_config import get_model_shape
-from sim.cost.roofline.model import RooflineCostModel
+from sim.run.driver import drive_workload
 from sim.run.simulate import build_simulation
 from sim.run.token_source import ReplayTokenSource
 

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import SamplingParams, Workload, WorkloadRequest
-from sim.run.driver import drive_workload
 from sim.fleet.driver import Replica, drive_fleet
 from sim.routers import ROUTERS, make_router
+from sim.run.driver import drive_workload
 from sim.run.simulate import build_simulation, load_model, model_info
 from tests.strategies import generator_workloads, timing_engine_args
 

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from sim.hardware.catalogue import CATALOGUE
 from sim.hardware.hardware import (
     NUMBER_FIELDS,
     Hardware,
@@ -11,7 +12,6 @@ from sim.hardware.hardware import (
     hardware_catalogue,
     load_hardware_file,
 )
-from sim.hardware.catalogue import CATALOGUE
 
 ISSUE_KEYS = ("a100-80g", "h100", "h200", "b200", "910b", "mi300x")
 # Ridge points (bf16 FLOP per byte) from reference/simulators.md §8.

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.trace.run_result import STEP_FIELDS_READ, trace_inter_token_latencies
+from sim.fleet.simulate import simulate_fleet
+from sim.fleet.simulate_disaggregated import simulate_disaggregated
 from sim.model.embedded_configs import config_dict
 from sim.routers import ROUTERS
 from sim.run.simulate import simulate
-from sim.fleet.simulate_disaggregated import simulate_disaggregated
-from sim.fleet.simulate import simulate_fleet
 from sim.run.token_source import SyntheticTokenSource
 from tests.strategies import disagg_layouts, small_engine_args, stream_workloads
 

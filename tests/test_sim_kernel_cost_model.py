@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 
 from sim.cost.batch_shape import BatchShape
-from sim.hardware.chip_kernels import chip_kernels
-from sim.hardware.collectives import allgather_time, allreduce_time
-from sim.cost.kernel.elementwise_traffic import elementwise_row_bytes
 from sim.cost.engine_profile import EngineProfile, get_engine_profile
+from sim.cost.kernel.elementwise_traffic import elementwise_row_bytes
 from sim.cost.kernel.gemm_time import GemmChip, gemm_efficiency, gemm_time
-from sim.hardware.hardware import get_hardware
 from sim.cost.kernel.model import KernelCostModel
 from sim.cost.kernel.params import KernelParams
-from sim.model.layer_gemms import forward_gemms
+from sim.hardware.chip_kernels import chip_kernels
+from sim.hardware.collectives import allgather_time, allreduce_time
+from sim.hardware.hardware import get_hardware
 from sim.model.from_config import get_model_shape
+from sim.model.layer_gemms import forward_gemms
 
 CHIP = GemmChip(num_sms=4, mamf=1e12, memory_rate=1e18, kernel_latency=0.0)
 

@@ -9,11 +9,11 @@ import pytest
 from experiments.cli import main
 from sim.cost.batch_shape import BatchShape
 from sim.cost.expert_routing import ExpertRouting
+from sim.cost.roofline.latency import kernel_latency
+from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.hardware import Efficiencies, get_hardware
 from sim.model.from_config import config_dict, get_model_shape
 from sim.model.parallelism import weight_bytes_per_gpu
-from sim.cost.roofline.model import RooflineCostModel
-from sim.cost.roofline.latency import kernel_latency
 
 H200 = get_hardware("h200")
 PEAK = Efficiencies(1.0, 1.0, 1.0)   # rates are the peaks: times * rate are bytes or FLOPs

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from sim.cost.batch_shape import BatchShape
-from sim.hardware.collectives import allreduce_time
 from sim.cost.kernel.gemm_time import gemm_rows
+from sim.cost.roofline.latency import AllReduces
+from sim.cost.roofline.model import RooflineCostModel
+from sim.hardware.collectives import allreduce_time
 from sim.hardware.hardware import get_hardware
 from sim.model.from_config import get_model_shape
-from sim.cost.roofline.model import RooflineCostModel
-from sim.cost.roofline.latency import AllReduces
 
 H100 = get_hardware("h100")
 LINK = H100.interconnect_bw * H100.interconnect_efficiency   # 337.5 GB/s NCCL bus bandwidth

@@ -9,11 +9,11 @@ import pytest
 
 import sim
 from shared import EngineConfig, Trace, Workload, cuda_graph_batch_sizes
-from sim.cost.calibrated import FEATURES, CalibratedCostModel
 from sim.cost.base import ZeroCostModel
+from sim.cost.calibrated import FEATURES, CalibratedCostModel
 from sim.hardware.hardware import get_hardware
-from sim.model.kv_capacity import kv_capacity_tokens
 from sim.model.from_config import embedded_configs, get_model_shape
+from sim.model.kv_capacity import kv_capacity_tokens
 
 VOCAB = 49152  # smollm2-135m
 SMALL = {"model": "smollm2-135m", "hardware": "h100"}

@@ -12,16 +12,16 @@ from shared.batch.forward_mode import ForwardMode
 from shared.trace.run_result import STEP_COLUMNS, RunResult, bound_shares
 from shared.trace.trace import Trace
 from shared.workload.workload import Workload
-from sim.cost.batch_shape import BatchShape
 from sim.cost.base import BOUNDS, BoundSplit, ZeroCostModel, bounds_of
+from sim.cost.batch_shape import BatchShape
 from sim.cost.extend_steps import ExtendSteps
-from sim.hardware.hardware import get_hardware
 from sim.cost.kernel.model import KernelCostModel
-from sim.model.from_config import get_model_shape
 from sim.cost.roofline.model import RooflineCostModel
 from sim.cost.roofline.overheads import Overheads
-from sim.run.simulate import simulate
 from sim.cost.step_bounds import step_bounds
+from sim.hardware.hardware import get_hardware
+from sim.model.from_config import get_model_shape
+from sim.run.simulate import simulate
 
 MODELS = (RooflineCostModel, KernelCostModel)
 

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from sim.cost.batch_shape import BatchShape
+from sim.cost.kernel.model import KernelCostModel
+from sim.cost.kernel.two_batch_overlap import exposed_alltoall
 from sim.hardware.cluster_network import (
     LOW_LATENCY_A2A_FRACTION,
     NORMAL_A2A_FRACTION,
@@ -16,12 +18,10 @@ from sim.hardware.cluster_network import (
     distinct_remote_nodes,
     node_network,
 )
-from sim.model.ep_options import EPOptions
 from sim.hardware.hardware import get_hardware
-from sim.cost.kernel.model import KernelCostModel
+from sim.model.ep_options import EPOptions
 from sim.model.from_config import get_model_shape
 from sim.run.simulate import build_simulation
-from sim.cost.kernel.two_batch_overlap import exposed_alltoall
 
 H100 = get_hardware("h100")
 NET = node_network("h100")

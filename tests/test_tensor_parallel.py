@@ -96,6 +96,7 @@ def test_an_error_on_rank_0_stops_the_followers_and_reaches_the_caller(tiny_chec
 def test_the_cli_refuses_a_bad_tp_in_one_line(tiny_checkpoint, capsys):
     """`batchtwin generate --tp 3` on a 4-head model: exit 1, one line naming tp_size."""
     folder, _ = tiny_checkpoint("llama")
+    capsys.readouterr()   # NOTE: building the checkpoint (first use) writes a progress bar
     assert main(["generate", "hi", "--model", str(folder), "--tp", "3"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "tp_size (--tp) 3" in err and "num_attention_heads" in err

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.workload.length_dist import Empirical, Fixed, LogNormal, Uniform, as_length_dist
 from shared.request.req import Req
 from shared.request.sampling_params import SamplingParams
+from shared.workload.length_dist import Empirical, Fixed, LogNormal, Uniform, as_length_dist
 from shared.workload.workload import Workload, WorkloadRequest, arrival_times
 from tests.strategies import length_dists
 

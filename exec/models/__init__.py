@@ -1,7 +1,7 @@
 """The model registry: one table from a config.json's `architectures` name to the class that
 runs it. The safetensors loader (`exec.model_files`), the GGUF loader (`exec.gguf_loader`)
 and the compiled decode (`exec.compiled_decode`) build and call models through it, and
-`exec.model_config` refuses an architecture it does not list. Configs are read once, by
+`runnable_config` refuses a config no family here runs. Configs are read once, by
 `shared.config.hf_config.HFConfig` (whose family names are the lookup key, so a config giving
 only `model_type` finds its class too).
 
@@ -16,8 +16,11 @@ is imported when a config needs it, so a dense model does not pay for the MoE co
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
-from exec.model_config import UnsupportedModelError
+from exec.model_config import ModelConfig, UnsupportedModelError
 from exec.models.causal_lm import CausalLM
 from exec.models.torch_batch import TorchBatch
 from shared.config.hf_config import ARCHITECTURES, HFConfig
@@ -34,8 +37,10 @@ MODELS: dict[str, tuple[str, str]] = {
 }
 # NOTE: every registered name is one `shared.config.hf_config` reads (a KeyError here otherwise).
 _BY_FAMILY = {ARCHITECTURES[name]: row for name, row in MODELS.items()}
+LLAMA3_ROPE_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+SUPPORTED_ROPE_TYPES = ("default", "llama3")
 
-__all__ = ["MODELS", "CausalLM", "TorchBatch", "model_class"]
+__all__ = ["MODELS", "CausalLM", "TorchBatch", "check_runnable", "model_class", "runnable_config"]
 
 
 def model_class(config: HFConfig) -> type[CausalLM]:
@@ -47,3 +52,41 @@ def model_class(config: HFConfig) -> type[CausalLM]:
                                     f"batchtwin runs {', '.join(MODELS)}")
     module, name = row
     return getattr(importlib.import_module(f"exec.models.{module}"), name)
+
+
+def runnable_config(source: str | Path | Mapping[str, Any]) -> ModelConfig:
+    """The config at `source` (a config.json, its folder, or the dict) when a registered
+    family runs it; UnsupportedModelError naming what is not supported otherwise."""
+    if isinstance(source, Mapping):
+        config = ModelConfig.from_dict(dict(source))
+        check_runnable(config)
+        return config
+    config = ModelConfig.from_file(source)
+    try:
+        check_runnable(config)
+    except UnsupportedModelError as e:   # NOTE: named by its file, as from_file names its errors
+        path = Path(source)
+        raise UnsupportedModelError(f"{path / 'config.json' if path.is_dir() else path}: {e}") from None
+    return config
+
+
+def check_runnable(c: ModelConfig) -> None:
+    """UnsupportedModelError naming what of `c` no registered family runs (module doc of
+    `exec.model_config`)."""
+    family = model_class(c)
+    family.check_config(c)
+    if c.hidden_act != "silu":
+        raise UnsupportedModelError(f"hidden_act {c.hidden_act!r} is not supported (silu only)")
+    # NOTE: a family that checks its own rope (DeepSeek-V3: yarn) sets `checks_rope`.
+    if c.rope_scaling is not None and not getattr(family, "checks_rope", False):
+        kind = c.rope_scaling["rope_type"]
+        if kind not in SUPPORTED_ROPE_TYPES:
+            raise UnsupportedModelError(f"rope scaling {kind!r} is not supported "
+                                        f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})")
+        missing = [k for k in LLAMA3_ROPE_KEYS if k not in c.rope_scaling]
+        if missing:
+            raise UnsupportedModelError(f"llama3 rope scaling is missing {', '.join(missing)}")
+    if c.sliding_window is not None:
+        raise UnsupportedModelError(
+            f"sliding-window attention (sliding_window={c.sliding_window} < context "
+            f"{c.context_length}) is not supported; batchtwin attends over the full context")

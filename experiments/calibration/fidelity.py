@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from shared.trace.run_result import RunResult
-from shared.request.sampling_params import SamplingParams
 from shared.loop.scheduler import Scheduler
+from shared.request.sampling_params import SamplingParams
+from shared.trace.run_result import RunResult
 from shared.trace.trace import Trace
 from shared.workload.workload import Workload, WorkloadRequest
 from sim.cost.base import CostModel

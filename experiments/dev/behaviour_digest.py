@@ -19,10 +19,11 @@ import hashlib
 import json
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from shared import EngineConfig, SamplingParams, Scheduler, Trace, Workload
+from shared import EngineConfig, SamplingParams, Trace, Workload
 
 VOCAB = 32000
 ENGINE_CONFIGS = {
@@ -88,9 +89,9 @@ def result_traces(result: Any) -> list[Any]:
 
 
 def layout_runs() -> Iterator[tuple[str, Callable[[], list[Trace]]]]:
-    from sim.run.simulate import simulate
-    from sim.fleet.simulate_disaggregated import simulate_disaggregated
     from sim.fleet.simulate import simulate_fleet
+    from sim.fleet.simulate_disaggregated import simulate_disaggregated
+    from sim.run.simulate import simulate
 
     w = workloads()
     for router in ("round_robin", "cache_aware"):
@@ -159,13 +160,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _records(digests: list[list[str]] | None) -> list[list[str]] | None:
+    """The step and request digests of a run's traces (a summary's one digest kept whole)."""
+    return [d[:2] for d in digests] if digests else digests
+
+
 def compare(old: dict[str, list[list[str]]], new: dict[str, list[list[str]]]) -> int:
     """0 when every run's step and request digests agree; prints each difference."""
     bad = 0
     for name in sorted(old.keys() | new.keys()):
         a, b = old.get(name), new.get(name)
-        records = (lambda ds: [d[:2] for d in ds] if ds else ds)
-        if records(a) != records(b):
+        if _records(a) != _records(b):
             bad += 1
             print(f"DIFFERS {name}: {a} != {b}")
         elif a != b:

@@ -28,7 +28,6 @@ from exec.spec_probe import TorchSpecProbe
 from experiments.dev.tiny_exec import TINY_INFO, TinyExec
 from shared import EngineConfig, InvalidRequestError, Req, Scheduler
 from shared.batch.forward_batch import ForwardBatch
-from sim.cost.batch_shape import BatchShape
 from sim.conformance import (
     AgreementError,
     PushTokenSource,
@@ -36,8 +35,9 @@ from sim.conformance import (
     engine_configs,
     sampling_params,
 )
-from sim.cost.base import ZeroCostModel
 from sim.conformance.shadow_kv import ShadowKV, check_outcomes
+from sim.cost.base import ZeroCostModel
+from sim.cost.batch_shape import BatchShape
 from sim.run.sim_model_runner import SimModelRunner
 
 MAX_PROMPT_LEN = 64

@@ -124,8 +124,8 @@ def check_candidates(model: str, candidates: Sequence[Candidate]) -> None:
     """Every name and knob is known and valid for the model; ValueError naming the bad one."""
     from shared.config.engine_config import EngineConfig
     from sim.hardware.hardware import get_hardware
-    from sim.model.parallelism import check_ep, check_tp
     from sim.hardware.precision import check_precision, run_dtypes
+    from sim.model.parallelism import check_ep, check_tp
     from sim.run.simulate import load_model
 
     _, checkpoint = load_model(model)

@@ -112,8 +112,8 @@ def _heuristic_limits(notes: list[str], sim_args: Mapping[str, Any], workload: A
                       ) -> dict[str, Any]:
     from experiments.published_check.trtllm_bench_limits import trtllm_bench_limits
     from sim.hardware.hardware import get_hardware
-    from sim.model.from_config import get_model_shape
     from sim.hardware.precision import run_dtypes
+    from sim.model.from_config import get_model_shape
 
     shape = get_model_shape(sim_args["model"])
     shape = shape.with_dtypes(*run_dtypes(shape.weight_dtype, sim_args["quantization"],

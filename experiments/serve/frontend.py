@@ -18,8 +18,8 @@ from fastapi.responses import JSONResponse
 from experiments.serve.errors import error_response
 from experiments.serve.metrics import ServerMetrics
 from experiments.serve.options import ServeOptions
-from shared.request.invalid_request import InvalidRequestError
 from shared.online.online_engine import EngineUnavailable, OnlineEngine, TokenEvent
+from shared.request.invalid_request import InvalidRequestError
 from shared.request.sampling_params import SamplingParams
 
 # NOTE: the spec's names for the fields OpenAI's schema calls otherwise

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from shared.admission.prefill_adder import AddReqResult, PrefillAdder
+from shared.admission.schedule_policy import SchedulePolicy
+from shared.batch.schedule_batch import ScheduleBatch
 from shared.config.engine_config import EngineConfig
 from shared.memory.kv_memory import KVMemory
-from shared.admission.prefill_adder import AddReqResult, PrefillAdder
 from shared.request.req import Req
-from shared.batch.schedule_batch import ScheduleBatch
-from shared.admission.schedule_policy import SchedulePolicy
 
 
 class Admission(NamedTuple):

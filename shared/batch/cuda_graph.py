@@ -11,8 +11,8 @@ import numpy as np
 from shared.config.engine_config import DEFAULT_CUDA_GRAPH_MAX_BS
 
 if TYPE_CHECKING:
-    from shared.config.engine_config import EngineConfig
     from shared.batch.forward_batch import ForwardBatch
+    from shared.config.engine_config import EngineConfig
 
 
 

@@ -16,10 +16,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from shared.request.finish_reason import FinishReason
 from shared.batch.forward_mode import ForwardMode
-from shared.memory.kv_memory import KVMemory
 from shared.batch.positions import Positions, compute_positions
+from shared.memory.kv_memory import KVMemory
+from shared.request.finish_reason import FinishReason
 from shared.request.req import Req
 
 PER_REQ_ARRAYS = ("req_pool_indices", "seq_lens", "output_ids", "max_new_tokens", "ignore_eos")

@@ -17,13 +17,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from shared.request.finish_reason import FinishReason
-from shared.memory.kv_memory import KVMemory
 from shared.batch.logit_rows import recorded_decode_rows
-from shared.loop.model_runner import RunnerOutput
-from shared.request.req import Req
 from shared.batch.schedule_batch import ScheduleBatch
+from shared.loop.model_runner import RunnerOutput
 from shared.loop.step_recorder import StepRecorder, StepTimes
+from shared.memory.kv_memory import KVMemory
+from shared.request.finish_reason import FinishReason
+from shared.request.req import Req
 from shared.trace.trace import RequestRecord
 
 

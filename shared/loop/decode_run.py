@@ -39,11 +39,11 @@ import numpy as np
 from shared.loop.step_recorder import DecodeSteps, StepTimes
 
 if TYPE_CHECKING:
+    from shared.batch.schedule_batch import ScheduleBatch
     from shared.loop.batch_result import BatchResultProcessor
+    from shared.loop.step_recorder import StepRecorder
     from shared.memory.kv_memory import KVMemory
     from shared.request.req import Req
-    from shared.batch.schedule_batch import ScheduleBatch
-    from shared.loop.step_recorder import StepRecorder
 
 
 class DecodeRunLimit(NamedTuple):

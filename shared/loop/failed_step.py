@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.loop.batch_result import BatchResultProcessor
-from shared.request.finish_reason import FinishReason
-from shared.memory.kv_memory import KVMemory
-from shared.request.req import Req
 from shared.batch.schedule_batch import ScheduleBatch
+from shared.loop.batch_result import BatchResultProcessor
+from shared.memory.kv_memory import KVMemory
+from shared.request.finish_reason import FinishReason
+from shared.request.req import Req
 
 
 def abort_failed(batch: ScheduleBatch, errors: dict[str, str], mem: KVMemory,

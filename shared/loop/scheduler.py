@@ -27,25 +27,25 @@ import random
 
 import numpy as np
 
-from shared.loop.batch_result import BatchResultProcessor, LaunchedStep
-from shared.loop.decode_run import DecodeRunLimit, DecodeRuns, RunEnd, RunPrice, decode_run_limit
-from shared.config.engine_config import EngineConfig, ModelInfo
-from shared.loop.failed_step import abort_failed, keep_rows
-from shared.request.finish_reason import FinishReason
-from shared.request.invalid_request import InvalidRequestError
-from shared.memory.kv_memory import KVMemory
-from shared.batch.logit_rows import recorded_decode_rows
-from shared.loop.model_runner import RunnerOutput
-from shared.loop.new_token_ratio import NewTokenRatio
 from shared.admission.prefill_adder import PrefillAdder
 from shared.admission.prefill_admission import PrefillAdmission
-from shared.request.req import Req
-from shared.batch.schedule_batch import ScheduleBatch
 from shared.admission.schedule_policy import SchedulePolicy
+from shared.batch.logit_rows import recorded_decode_rows
+from shared.batch.schedule_batch import ScheduleBatch
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.loop.batch_result import BatchResultProcessor, LaunchedStep
+from shared.loop.decode_run import DecodeRunLimit, DecodeRuns, RunEnd, RunPrice, decode_run_limit
+from shared.loop.failed_step import abort_failed, keep_rows
+from shared.loop.model_runner import RunnerOutput
+from shared.loop.new_token_ratio import NewTokenRatio
 from shared.loop.scheduler_load import SchedulerLoad, scheduler_load
 from shared.loop.step_recorder import StepRecorder, StepTimes
-from shared.trace.trace import RequestRecord, Trace
+from shared.memory.kv_memory import KVMemory
+from shared.request.finish_reason import FinishReason
+from shared.request.invalid_request import InvalidRequestError
+from shared.request.req import Req
 from shared.request.validation import validate_prebuilt_outputs, validate_request
+from shared.trace.trace import RequestRecord, Trace
 
 
 class Scheduler:

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from shared.request.req import Req
     from shared.batch.schedule_batch import ScheduleBatch
+    from shared.request.req import Req
 
 
 class SchedulerLoad(NamedTuple):

@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from shared.memory.kv_memory import KVMemory
 from shared.batch.logit_rows import LogitRows, recorded_decode_rows
 from shared.batch.schedule_batch import ScheduleBatch
+from shared.memory.kv_memory import KVMemory
 from shared.trace.step_record import StepValues
 from shared.trace.trace import Trace
 

@@ -14,8 +14,8 @@ tokens of this round, is an [n] int64 array over `origin_input_array` (built onc
 
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass, field
 from collections.abc import Sequence
+from dataclasses import InitVar, dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -24,7 +24,6 @@ from shared.request.finish_reason import FinishReason
 from shared.request.invalid_request import InvalidRequestError
 from shared.request.sampling_params import SamplingParams
 from shared.request.validation import token_array
-
 
 
 class PrefixMatcher(Protocol):

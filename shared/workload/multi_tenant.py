@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from shared.workload.length_dist import LengthDist, as_length_dist
 from shared.request.sampling_params import SamplingParams
+from shared.workload.length_dist import LengthDist, as_length_dist
 from shared.workload.workload import (
     Workload,
     WorkloadRequest,

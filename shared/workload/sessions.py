@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.workload.length_dist import LengthDist, as_length_dist
 from shared.request.sampling_params import SamplingParams
+from shared.workload.length_dist import LengthDist, as_length_dist
 from shared.workload.workload import (
     Workload,
     WorkloadRequest,

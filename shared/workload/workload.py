@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 
 from shared.request.invalid_request import InvalidRequestError
-from shared.workload.length_dist import LengthDist, LogNormal, as_length_dist
 from shared.request.req import Req
 from shared.request.sampling_params import SamplingParams
 from shared.request.validation import token_array
+from shared.workload.length_dist import LengthDist, LogNormal, as_length_dist
 
 WORKLOAD_FORMAT = "batchtwin-workload"
 WORKLOAD_VERSION = 1

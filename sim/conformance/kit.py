@@ -48,7 +48,7 @@ from shared.loop.spec_observation import SpecObservation
 from shared.trace.step_record import StepRecord
 from shared.trace.trace import Trace
 from shared.workload.workload import Workload
-from sim.cost.batch_shape import BatchShape
+from sim.conformance.shadow_kv import ShadowKV, check_outcomes
 from sim.conformance.strategies import (
     ConformanceCase,
     cases,
@@ -58,8 +58,8 @@ from sim.conformance.strategies import (
     workloads,
 )
 from sim.cost.base import CostModel, StepCost, ZeroCostModel
+from sim.cost.batch_shape import BatchShape
 from sim.run.driver import drive_workload
-from sim.conformance.shadow_kv import ShadowKV, check_outcomes
 from sim.run.sim_model_runner import SimModelRunner
 from sim.run.token_source import ReplayTokenSource, TokenSource
 

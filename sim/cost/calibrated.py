@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.cost.batch_shape import BatchShape
 from sim.cost.base import CostModel, StepCost
+from sim.cost.batch_shape import BatchShape
 
 if TYPE_CHECKING:
     from shared.trace.step_record import StepRecord

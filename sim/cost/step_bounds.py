@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shared.batch.forward_mode import ForwardMode
-from sim.cost.batch_shape import BatchShape
 from sim.cost.base import CostModel
+from sim.cost.batch_shape import BatchShape
 from sim.cost.extend_steps import ExtendSteps
 
 if TYPE_CHECKING:

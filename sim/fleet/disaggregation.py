@@ -38,14 +38,14 @@ from tqdm import tqdm
 from shared.loop.batch_result import check_finished
 from shared.request.req import Req
 from shared.workload.workload import WorkloadRequest
-from sim.run.driver import PROGRESS_DELAY_S, check_workload, cyclic_gc_paused
 from sim.fleet.driver import FleetArrivals, Inbox, Replica, make_loop
+from sim.run.driver import PROGRESS_DELAY_S, check_workload, cyclic_gc_paused
 
 if TYPE_CHECKING:
     from shared.config.engine_config import ModelInfo
-    from shared.request.sampling_params import SamplingParams
     from shared.loop.scheduler import Scheduler
     from shared.loop.scheduler_load import SchedulerLoad
+    from shared.request.sampling_params import SamplingParams
     from shared.trace.trace import Trace
     from shared.workload.workload import Workload
     from sim.fleet.kv_link import KVLink

@@ -14,12 +14,12 @@ from typing import Any
 
 from shared.trace.run_result import SLO
 from shared.workload.workload import Workload
+from sim.cost.step_bounds import step_bounds
 from sim.fleet.driver import Replica, drive_fleet
 from sim.fleet.result import FleetResult
-from sim.routers.base import Router
 from sim.routers import make_router
+from sim.routers.base import Router
 from sim.run.simulate import build_simulation
-from sim.cost.step_bounds import step_bounds
 
 
 def simulate_fleet(workload: Workload, *, replicas: int = 2, router: str | Router | None = None,

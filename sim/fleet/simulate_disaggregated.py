@@ -21,12 +21,12 @@ from sim.fleet.disagg_result import DisaggResult
 from sim.fleet.disaggregation import drive_disaggregated
 from sim.fleet.driver import Replica
 from sim.fleet.kv_link import kv_link
+from sim.fleet.transferred_kv_cost import TransferredKVCost
 from sim.model.parallelism import kv_bytes_per_token_per_rank
-from sim.routers.base import Router
 from sim.routers import make_router
+from sim.routers.base import Router
 from sim.run.sim_model_runner import SimModelRunner
 from sim.run.simulate import build_simulation
-from sim.fleet.transferred_kv_cost import TransferredKVCost
 
 DECODE_ENGINE = {"enable_mixed_chunk": True, "disable_radix_cache": True,
                  "chunked_prefill_size": None}

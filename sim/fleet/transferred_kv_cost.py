@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.cost.batch_shape import BatchShape
 from sim.cost.base import BoundSplit, CostModel, StepCost
+from sim.cost.batch_shape import BatchShape
 
 
 class TransferredKVCost(CostModel):

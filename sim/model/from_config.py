@@ -24,9 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from shared.config.hf_config import HFConfig, InvalidModelConfig
+from sim.hardware.precision import (
+    DTYPE_ALIASES,
+    DTYPE_BYTES,
+    canonical_dtype,
+    checkpoint_weight_dtype,
+)
 from sim.model.embedded_configs import EMBEDDED_CONFIGS, config_dict
 from sim.model.shape import ModelShape, causal_pairs
-from sim.hardware.precision import DTYPE_ALIASES, DTYPE_BYTES, canonical_dtype, checkpoint_weight_dtype
 
 __all__ = ["DTYPE_ALIASES", "DTYPE_BYTES", "EMBEDDED_CONFIGS", "ModelShape", "canonical_dtype",
            "causal_pairs", "config_dict", "embedded_configs", "get_model_shape",

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from sim.hardware.hardware import Hardware
-from sim.model.shape import ModelShape
 from sim.model.parallelism import (
     check_attention_dp,
     check_ep,
     kv_bytes_per_token_per_rank,
     weight_bytes_per_gpu,
 )
+from sim.model.shape import ModelShape
 
 DEFAULT_RESERVE_FRACTION = 0.1
 

@@ -47,13 +47,13 @@ import numpy as np
 import simpy
 from tqdm import tqdm
 
-from shared.request.finish_reason import FinishReason
 from shared.batch.forward_batch import ForwardBatch
-from shared.request.invalid_request import InvalidRequestError
 from shared.loop.model_runner import ModelRunner, RunnerOutput
-from sim.run.arrival_source import ArrivalSource, WorkloadArrivals
-from sim.cost.batch_shape import BatchShape
+from shared.request.finish_reason import FinishReason
+from shared.request.invalid_request import InvalidRequestError
 from sim.cost.base import CostModel
+from sim.cost.batch_shape import BatchShape
+from sim.run.arrival_source import ArrivalSource, WorkloadArrivals
 
 if TYPE_CHECKING:
     from shared.batch.schedule_batch import ScheduleBatch

@@ -19,13 +19,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from shared.batch.forward_batch import ForwardBatch
 from shared.online.arrival_buffer import ArrivalBuffer
 from shared.online.engine_inbox import Abort, EngineInbox
 from shared.online.engine_thread import EngineThread
-from shared.request.finish_reason import FinishReason
-from shared.batch.forward_batch import ForwardBatch
-from shared.request.invalid_request import InvalidRequestError
 from shared.online.online_engine import EngineStats, TokenEvent
+from shared.request.finish_reason import FinishReason
+from shared.request.invalid_request import InvalidRequestError
 from shared.request.req import Req
 
 if TYPE_CHECKING:

@@ -17,12 +17,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from shared.batch.cuda_graph import can_run_graph, cuda_graph_batch_sizes, graph_fits, padded_batch_size
-from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.batch.cuda_graph import (
+    can_run_graph,
+    cuda_graph_batch_sizes,
+    graph_fits,
+    padded_batch_size,
+)
 from shared.batch.forward_batch import ForwardBatch
+from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.loop.model_runner import RunnerOutput
-from sim.cost.batch_shape import BatchShape
 from sim.cost.base import CostModel
+from sim.cost.batch_shape import BatchShape
 from sim.run.token_source import TokenSource
 
 

@@ -40,18 +40,19 @@ from shared.config.engine_config import (
     derive_max_running,
 )
 from shared.config.hf_config import eos_token_ids
-from shared.trace.run_result import SLO, RunResult
 from shared.loop.scheduler import Scheduler
+from shared.trace.run_result import SLO, RunResult
 from shared.workload.workload import Workload
-from sim.cost.calibrated import CalibratedCostModel
 from sim.cost.base import CostModel, ZeroCostModel
-from sim.run.driver import drive_workload
+from sim.cost.calibrated import CalibratedCostModel
 from sim.cost.engine_profile import DEFAULT_ENGINE_PROFILE, EngineProfile, get_engine_profile
-from sim.model.ep_options import EPOptions
-from sim.hardware.hardware import Hardware, get_hardware
 from sim.cost.kernel.model import KernelCostModel
 from sim.cost.kernel.params import KernelParams
-from sim.model.kv_capacity import kv_capacity_tokens
+from sim.cost.roofline.model import RooflineCostModel
+from sim.cost.step_bounds import step_bounds
+from sim.hardware.hardware import Hardware, get_hardware
+from sim.hardware.precision import check_precision, run_dtypes
+from sim.model.ep_options import EPOptions
 from sim.model.from_config import (
     EMBEDDED_CONFIGS,
     ModelShape,
@@ -59,11 +60,10 @@ from sim.model.from_config import (
     get_model_shape,
     shape_from_config,
 )
+from sim.model.kv_capacity import kv_capacity_tokens
 from sim.model.parallelism import check_attention_dp, check_ep, check_tp
-from sim.hardware.precision import check_precision, run_dtypes
-from sim.cost.roofline.model import RooflineCostModel
+from sim.run.driver import drive_workload
 from sim.run.sim_model_runner import SimModelRunner
-from sim.cost.step_bounds import step_bounds
 from sim.run.token_source import SyntheticTokenSource, TokenSource
 
 ModelSpec = str | os.PathLike[str] | Mapping[str, Any]

@@ -35,8 +35,8 @@ from shared.request.finish_reason import FinishReason
 from sim.run.seeded_ids import GOLDEN, MASK_64, IdDraw, mix, splitmix64, splitmix64_int
 
 if TYPE_CHECKING:
-    from shared.request.sampling_params import SamplingParams
     from shared.batch.schedule_batch import ScheduleBatch
+    from shared.request.sampling_params import SamplingParams
     from shared.trace.trace import Trace
 
 

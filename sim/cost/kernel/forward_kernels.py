@@ -22,22 +22,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from sim.hardware.chip_kernels import ChipKernels
-from sim.hardware.cluster_network import NORMAL_A2A_FRACTION, deepep_time, node_network
-from sim.hardware.collectives import allgather_time, allreduce_time, alltoall_time, scatter_gather_time
 from sim.cost.base import BoundSplit, split_max, sum_splits
-from sim.cost.kernel.elementwise_traffic import elementwise_row_bytes
-from sim.model.ep_options import EPOptions
 from sim.cost.expert_routing import ExpertRouting
+from sim.cost.kernel.elementwise_traffic import elementwise_row_bytes
 from sim.cost.kernel.gemm_time import GemmChip, GemmTime, gemm_time
-from sim.hardware.hardware import Hardware
 from sim.cost.kernel.params import KernelParams
-from sim.model.layer_gemms import Gemm, forward_gemms
-from sim.model.shape import ModelShape
-from sim.model.parallelism import kv_bytes_per_token_per_rank
-from sim.hardware.precision import WEIGHT_DTYPE_BYTES, WEIGHT_ONLY_DTYPES
 from sim.cost.kernel.prefill_attention import query_tile_pairs, tiled_makespan
 from sim.cost.kernel.two_batch_overlap import DEEPEP_NORMAL_SMS, exposed_alltoall
+from sim.hardware.chip_kernels import ChipKernels
+from sim.hardware.cluster_network import NORMAL_A2A_FRACTION, deepep_time, node_network
+from sim.hardware.collectives import (
+    allgather_time,
+    allreduce_time,
+    alltoall_time,
+    scatter_gather_time,
+)
+from sim.hardware.hardware import Hardware
+from sim.hardware.precision import WEIGHT_DTYPE_BYTES, WEIGHT_ONLY_DTYPES
+from sim.model.ep_options import EPOptions
+from sim.model.layer_gemms import Gemm, forward_gemms
+from sim.model.parallelism import kv_bytes_per_token_per_rank
+from sim.model.shape import ModelShape
 
 NVFP4_VALUE_BYTES = WEIGHT_DTYPE_BYTES["nvfp4"]   # a 4-bit value and its share of the scales
 MOE_EXTRA_KERNELS = 4   # per sparse layer: top-k routing, permute, activation, combine

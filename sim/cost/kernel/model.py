@@ -38,17 +38,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shared.config.engine_config import DEFAULT_CUDA_GRAPH_MAX_BS
-from sim.cost.kernel.attention_ranks import busiest_rank_rows
-from sim.cost.batch_shape import BatchShape
-from sim.hardware.chip_kernels import chip_kernels
 from sim.cost.base import BoundSplit, CostModel, StepCost, sum_splits
+from sim.cost.batch_shape import BatchShape
 from sim.cost.engine_profile import EngineProfile, get_engine_profile
-from sim.model.ep_options import EPOptions
+from sim.cost.kernel.attention_ranks import busiest_rank_rows
 from sim.cost.kernel.forward_kernels import ForwardKernels
-from sim.hardware.hardware import Hardware
 from sim.cost.kernel.params import KernelParams
-from sim.model.shape import ModelShape
+from sim.hardware.chip_kernels import chip_kernels
+from sim.hardware.hardware import Hardware
+from sim.model.ep_options import EPOptions
 from sim.model.parallelism import check_attention_dp, check_ep
+from sim.model.shape import ModelShape
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sim.cost.kernel.params import SOURCES, KernelParams
 from sim.hardware.collectives import SOURCE as ALLREDUCE_SOURCE
 from sim.hardware.collectives import allreduce_candidates, allreduce_time
-from sim.cost.kernel.params import SOURCES, KernelParams
 from sim.model.layer_gemms import forward_gemms
 from sim.model.shape import ModelShape
 

@@ -34,21 +34,21 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.cost.batch_shape import BatchShape
 from sim.cost.base import BoundSplit, CostModel, StepCost, bounds_of, split_max, sum_splits
+from sim.cost.batch_shape import BatchShape
 from sim.cost.expert_cost import ExpertCost, expert_cost
 from sim.cost.extend_steps import ExtendSteps, StepTotals, flatten, segment_sums
 from sim.cost.kernel.gemm_time import gemm_rows
+from sim.cost.roofline.latency import AllReduces, KernelLatency, kernel_latency
+from sim.cost.roofline.overheads import Overheads
 from sim.hardware.hardware import PEAK_FIELD, Efficiencies, Hardware
-from sim.model.shape import ModelShape
+from sim.hardware.precision import DTYPE_BYTES, WEIGHT_ONLY_DTYPES
 from sim.model.parallelism import (
     check_ep,
     check_tp,
     kv_bytes_per_token_per_rank,
 )
-from sim.hardware.precision import DTYPE_BYTES, WEIGHT_ONLY_DTYPES
-from sim.cost.roofline.latency import AllReduces, KernelLatency, kernel_latency
-from sim.cost.roofline.overheads import Overheads
+from sim.model.shape import ModelShape
 
 
 class _Rates(NamedTuple):
