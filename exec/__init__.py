@@ -6,12 +6,12 @@ Mixtral, Qwen3-MoE, DeepSeek-V3) on a paged KV cache.
 from `load_model`).
 """
 
-from exec.engine import Engine, load_model
-from exec.generate_output import GenerateOutput
-from exec.model_config import ModelConfig, UnsupportedModelError
-from exec.model_runner import TorchModelRunner
+from exec.engine.engine import Engine, load_model
+from exec.engine.generate_output import GenerateOutput
 from exec.models import MODELS, model_class
 from exec.models.llama import LlamaForCausalLM
+from exec.models.model_config import ModelConfig, UnsupportedModelError
+from exec.runner.model_runner import TorchModelRunner
 
 __all__ = ["MODELS", "Engine", "GenerateOutput", "LlamaForCausalLM", "ModelConfig",
            "TorchModelRunner", "UnsupportedModelError", "load_model", "model_class"]

@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from exec.layers.packed_linear import PackedLinear
 from exec.models.moe_block import SparseMoeBlock
-from exec.packed_linear import PackedLinear
 from experiments.cpu_info import cpu_model
 from experiments.machine_probe import measure_bandwidth
 from experiments.tiny_checkpoint import TINY_MOE, write_tiny_checkpoint
@@ -61,7 +61,7 @@ class GenerateBenchConfig:
 def weight_bytes_per_step(model: torch.nn.Module) -> int:
     """Bytes of weights one decode step reads: every matrix once (the LM head's included),
     counted logically (out x in x element size), whether a Parameter or pre-packed
-    (`exec.packed_linear.PackedLinear`). The embedding lookup reads one row, so the embedding
+    (`exec.layers.packed_linear.PackedLinear`). The embedding lookup reads one row, so the embedding
     table counts only as the tied LM head when no packed head holds its own copy. A MoE
     layer's stacked experts count k / E (a batch-1 token reads its k experts)."""
     packed = [m for m in model.modules() if isinstance(m, PackedLinear)]

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = _parser().parse_args(argv)
     import torch
 
-    from exec.engine import Engine
+    from exec.engine.engine import Engine
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -82,7 +82,7 @@ def _round(engine, sent, index: int) -> dict:
 def _served(engine, sent) -> tuple[dict, list[float]]:
     """bench serve's summary of `sent` through a real-mode server on `engine`, and the
     client's send times (seconds from the first)."""
-    from exec.online_engine import ExecOnlineEngine
+    from exec.engine.online_engine import ExecOnlineEngine
     from experiments.bench_serve_mock import app_thread, free_port
     from experiments.serve.app import create_app
     from experiments.serve.bench import run_requests, summarize

@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from exec.model_runner import TorchModelRunner
+from exec.device.torch_threads import torch_threads
 from exec.models import runnable_config
 from exec.models.llama import LlamaForCausalLM
-from exec.torch_threads import torch_threads
+from exec.runner.model_runner import TorchModelRunner
 from experiments.golden_example import (
     ENGINE,
     FIELDS,

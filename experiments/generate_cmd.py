@@ -39,7 +39,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exec.engine import Engine
+    from exec.engine.engine import Engine
 
     if args.trace:
         check_output_file(args.trace, "--trace")
@@ -70,15 +70,15 @@ def _generate(engine, args: argparse.Namespace, params: dict) -> None:
 
 
 def _under_torchrun() -> bool:
-    from exec.tp_launch import torchrun_world
+    from exec.distributed.tp_launch import torchrun_world
 
     return torchrun_world()
 
 
 def _run_tp(args: argparse.Namespace, params: dict, engine_args: dict) -> int:
-    """--tp N: rank 0 runs `_generate`, the other ranks follow it (`exec.tp_worker`)."""
-    from exec.tp_launch import TPStartError
-    from exec.tp_worker import TPJob, launch
+    """--tp N: rank 0 runs `_generate`, the other ranks follow it (`exec.engine.tp_worker`)."""
+    from exec.distributed.tp_launch import TPStartError
+    from exec.engine.tp_worker import TPJob, launch
 
     # NOTE: the job is pickled to the rank processes: only what `_generate` reads
     plain = argparse.Namespace(prompts=args.prompts, chat=args.chat, stream=args.stream,

@@ -54,7 +54,7 @@ def _checkpoint(folder: Path, config: dict) -> Path:
 
 
 def _engine(path: Path, device: str, tiny: bool):
-    from exec.engine import Engine
+    from exec.engine.engine import Engine
 
     return Engine(path, device=device, dtype="float32" if tiny else "bfloat16")
 

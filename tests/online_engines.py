@@ -16,8 +16,8 @@ def sim_engine():
 
 
 def exec_engine(tiny_checkpoint):
-    from exec.engine import Engine
-    from exec.online_engine import ExecOnlineEngine
+    from exec.engine.engine import Engine
+    from exec.engine.online_engine import ExecOnlineEngine
 
     return ExecOnlineEngine(Engine(tiny_checkpoint("llama")[0], max_total_tokens=1024), "m")
 

@@ -6,7 +6,7 @@ tokens allowed) on a tiny random-weight Llama; the simulator replays them from e
 trace (`ReplayTokenSource`). Both run under the SimPy driver with the same roofline clock, so
 arrivals interleave with steps identically. Everything goes through the conformance kit
 (`sim.conformance`), which users run against their own runners; exec's probe is
-`exec.spec_probe.TorchSpecProbe`.
+`exec.runner.spec_probe.TorchSpecProbe`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import event, example, given, settings
 
-from exec.spec_probe import TorchSpecProbe
-from exec.torch_threads import torch_threads
+from exec.device.torch_threads import torch_threads
+from exec.runner.spec_probe import TorchSpecProbe
 from experiments.dev.tiny_exec import ARRIVAL_TICK, TINY_INFO, TinyExec
 from shared import EngineConfig, SamplingParams, Scheduler, StepRecord, Trace, Workload
 from shared.loop.model_runner import RunnerOutput

@@ -178,7 +178,7 @@ def test_a_request_built_with_a_non_int_prompt_is_refused_not_cast(prompt):
 @pytest.fixture
 def engine(tiny_checkpoint):
     """A fresh engine per test, so that a poisoned one never leaks into the next test."""
-    from exec.engine import Engine
+    from exec.engine.engine import Engine
 
     folder, _ = tiny_checkpoint("llama")
     return Engine(folder, max_total_tokens=512)
@@ -300,7 +300,7 @@ def test_integer_arrays_and_numpy_ints_are_still_prompts(engine):
 
 def test_a_context_length_beyond_the_model_is_refused_at_construction(tiny_checkpoint):
     """Engine(context_length=10**6) on the 512-position tiny model names context_length."""
-    from exec.engine import Engine
+    from exec.engine.engine import Engine
 
     folder, _ = tiny_checkpoint("llama")
     with pytest.raises(ValueError, match="context_length"):
@@ -309,7 +309,7 @@ def test_a_context_length_beyond_the_model_is_refused_at_construction(tiny_check
 
 def test_a_kv_pool_larger_than_memory_is_refused_naming_the_bytes(tiny_checkpoint):
     """Engine(max_total_tokens=10**12) is refused before allocating, naming the bytes needed."""
-    from exec.engine import Engine
+    from exec.engine.engine import Engine
 
     folder, _ = tiny_checkpoint("llama")
     with pytest.raises(ValueError, match="max_total_tokens") as info:
@@ -321,7 +321,7 @@ def test_a_kv_pool_larger_than_memory_is_refused_naming_the_bytes(tiny_checkpoin
 @pytest.mark.parametrize("tokens", [0, -1, 1.5, True])
 def test_a_non_positive_kv_pool_size_is_refused_naming_the_field(tiny_checkpoint, tokens):
     """max_total_tokens 0, negative or not an int is refused at construction."""
-    from exec.engine import Engine
+    from exec.engine.engine import Engine
 
     folder, _ = tiny_checkpoint("llama")
     with pytest.raises(ValueError, match="max_total_tokens"):

@@ -113,10 +113,10 @@ def test_auto_dtype_is_float32_on_a_cpu_without_fast_bfloat16(fast, expected, mo
     is kept."""
     import torch
 
-    import exec.packed_linear
+    import exec.layers.packed_linear
     from experiments.calibration.run import resolve_dtype
 
-    monkeypatch.setattr(exec.packed_linear, "cpu_has_fast_kernels", lambda dtype: fast)
+    monkeypatch.setattr(exec.layers.packed_linear, "cpu_has_fast_kernels", lambda dtype: fast)
     assert resolve_dtype("auto", torch.device("cpu")) == expected
     assert resolve_dtype("bfloat16", torch.device("cpu")) == "bfloat16"
     from experiments.cli import build_parser
@@ -149,7 +149,7 @@ def test_fidelity_can_recalibrate_before_every_run(tiny):
 
 def test_missing_default_model_falls_back_to_a_tiny_random_model(tmp_path, monkeypatch, capsys):
     """Without SmolLM2 installed, calibrate and fidelity use a tiny random checkpoint and say so."""
-    import exec.model_files as model_files
+    import exec.loading.model_files as model_files
     from experiments.calibration.run import resolve_model
 
     def missing():

@@ -44,7 +44,7 @@ def tiny_gguf(path: Path) -> Path:
     import numpy as np
     import torch
 
-    from exec.gguf_loader import GLOBAL_TENSORS, LAYER_TENSORS
+    from exec.loading.gguf_loader import GLOBAL_TENSORS, LAYER_TENSORS
     from exec.models import runnable_config
     from exec.models.llama import LlamaForCausalLM
 

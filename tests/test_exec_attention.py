@@ -6,7 +6,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from exec.attention import AttentionMetadata, paged_attention
+from exec.layers.attention import AttentionMetadata, paged_attention
 
 H, H_KV, D = 4, 2, 8
 

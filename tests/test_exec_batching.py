@@ -3,7 +3,7 @@ runs give each request the greedy tokens it gets alone with no cache."""
 
 import pytest
 
-from exec.engine import Engine
+from exec.engine.engine import Engine
 
 SYSTEM = [11, 12, 13, 14, 15, 16, 17, 18, 19, 20]
 PROMPTS = [SYSTEM + [30 + i, 40 + i, 50 + i][: 1 + i % 3] for i in range(6)] + [[9, 8, 7], [200]]

@@ -5,7 +5,7 @@ import time
 import pytest
 from torch._dynamo.utils import counters
 
-from exec.engine import Engine
+from exec.engine.engine import Engine
 
 GREEDY = {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from exec.engine import Engine, load_model
-from exec.model_runner import TorchModelRunner
+from exec.engine.engine import Engine, load_model
+from exec.runner.model_runner import TorchModelRunner
 from shared import EngineConfig, InvalidRequestError, ModelInfo, Req, SamplingParams, Scheduler
 from tests.scripted_runner import drive
 

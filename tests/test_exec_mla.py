@@ -11,10 +11,10 @@ import pytest
 import torch
 import transformers
 
-from exec.engine import Engine
-from exec.kv_pool import LatentKVPool
-from exec.model_config import UnsupportedModelError
+from exec.engine.engine import Engine
+from exec.memory.kv_pool import LatentKVPool
 from exec.models.deepseek_v3 import DeepseekMoE
+from exec.models.model_config import UnsupportedModelError
 from experiments.dev.tiny_models import DEEPSEEK_V3
 from tests.test_exec_moe import BATCHED, GREEDY, PROMPTS, SYSTEM, SampledLogits
 from tests.tiny_models import COMMON, hf_logits

@@ -11,12 +11,12 @@ import pytest
 import torch
 import transformers
 
-from exec.engine import Engine
-from exec.model_config import UnsupportedModelError
+from exec.engine.engine import Engine
+from exec.layers.packed_linear import PackedLinear
 from exec.models import MODELS, model_class, runnable_config
+from exec.models.model_config import UnsupportedModelError
 from exec.models.moe_block import SparseMoeBlock
 from exec.models.qwen3_moe import EXPERT_NAMES
-from exec.packed_linear import PackedLinear
 from shared.config.hf_config import HFConfig
 from tests.tiny_models import hf_logits
 

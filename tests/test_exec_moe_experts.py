@@ -1,4 +1,4 @@
-"""exec's grouped expert execution (`exec.fused_experts`) against a per-token reference."""
+"""exec's grouped expert execution (`exec.layers.fused_experts`) against a per-token reference."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exec.fused_experts import fused_experts
+from exec.layers.fused_experts import fused_experts
 
 
 def _per_token(x, gate_up, down, ids, weights):

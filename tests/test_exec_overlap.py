@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from exec.engine import Engine
+from exec.engine.engine import Engine
 
 PROMPTS = [[5, 6, 7, 8, 9], [5, 6, 7, 10], [100, 101], [7] * 12]
 
@@ -56,7 +56,7 @@ def test_both_schedules_generate_the_same_tokens(folder, params):
 
 def test_an_overlapped_forward_error_reaches_the_caller(folder):
     """An exception in the worker's forward reaches the caller as the abort message of the
-    requests of that step (exec.failing_steps: each half of the batch then runs, so they
+    requests of that step (exec.runner.failing_steps: each half of the batch then runs, so they
     fail together); the engine serves on, leak-free."""
     engine = Engine(folder, max_total_tokens=1024)
     forward, calls = engine.runner.forward, []

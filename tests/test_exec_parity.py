@@ -5,7 +5,7 @@ import copy
 import pytest
 import torch
 
-from exec.engine import Engine
+from exec.engine.engine import Engine
 from tests.tiny_models import hf_logits
 
 PROMPTS = [[5, 6, 7, 8, 9], [5, 6, 7, 10], [100, 101], [7] * 12]
@@ -91,7 +91,7 @@ def test_bf16_runs_unpacked_where_the_cpu_has_no_onednn_bf16(tiny_checkpoint, mo
     """On a CPU without oneDNN bf16 kernels (AVX2 only) a bf16 Engine says it runs slowly,
     keeps plain linear layers (never asks oneDNN to pack) and gives the default path's
     greedy tokens."""
-    import exec.packed_linear as packed_linear
+    import exec.layers.packed_linear as packed_linear
 
     folder, _ = tiny_checkpoint("llama")
     params = {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}
@@ -108,7 +108,7 @@ def test_fp16_on_a_cpu_without_onednn_fp16_warns_that_it_runs_slowly(tiny_checkp
     """float16 where oneDNN has no fp16 kernels for the CPU warns, naming the dtype; float32 does not."""
     import warnings
 
-    import exec.packed_linear as packed_linear
+    import exec.layers.packed_linear as packed_linear
 
     folder, _ = tiny_checkpoint("llama")
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_fp16_supported", lambda: False, raising=False)

@@ -5,8 +5,8 @@ import numpy as np
 import torch
 from hypothesis import given, settings
 
-from exec.engine import Engine, load_model
-from exec.model_runner import TorchModelRunner
+from exec.engine.engine import Engine, load_model
+from exec.runner.model_runner import TorchModelRunner
 from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler
 from tests.scripted_runner import drive
 from tests.strategies import scheduler_cases

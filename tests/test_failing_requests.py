@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from exec.engine import Engine
+from exec.engine.engine import Engine
 from shared import ForwardBatch, SamplingParams, Scheduler
 from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.request.req import Req

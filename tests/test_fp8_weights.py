@@ -1,5 +1,5 @@
 """fp8 checkpoints (`quant_method: fp8`, block or per-tensor scales) load dequantized
-(`exec.fp8_weights`) and run close to the unquantized original; other methods are refused."""
+(`exec.loading.fp8_weights`) and run close to the unquantized original; other methods are refused."""
 
 import json
 import math
@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from exec.engine import Engine
-from exec.loader import CheckpointError
-from exec.model_files import load_model
+from exec.engine.engine import Engine
+from exec.loading.loader import CheckpointError
+from exec.loading.model_files import load_model
 from experiments.tiny_checkpoint import write_tiny_checkpoint
 
 FP8_MAX = 448.0  # largest finite float8_e4m3fn

@@ -10,7 +10,7 @@ the tokens they get alone; the engine is idle and leak-free afterwards.
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 
-from exec.engine import Engine
+from exec.engine.engine import Engine
 from shared import InvalidRequestError, SamplingParams
 from shared.workload.workload import Workload, WorkloadRequest
 from sim.run.simulate import simulate

@@ -20,21 +20,21 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType as Q
 
-from exec.attention import AttentionMetadata
-from exec.engine import load_model
-from exec.gguf_loader import (
+from exec.engine.engine import load_model
+from exec.layers.attention import AttentionMetadata
+from exec.loading.gguf_loader import (
     dequantize_tensor,
     llama3_scaling_from_factors,
     load_gguf,
     permute_qk,
     unpermute_qk,
 )
-from exec.gguf_tokenizer import build_tokenizer
-from exec.kv_pool import KVPool
-from exec.loader import CheckpointError
-from exec.model_config import ModelConfig, UnsupportedModelError
-from exec.model_runner import TorchModelRunner
+from exec.loading.gguf_tokenizer import build_tokenizer
+from exec.loading.loader import CheckpointError
+from exec.memory.kv_pool import KVPool
 from exec.models import TorchBatch, runnable_config
+from exec.models.model_config import ModelConfig, UnsupportedModelError
+from exec.runner.model_runner import TorchModelRunner
 from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler
 from tests.scripted_runner import drive
 from tests.tiny_models import make_checkpoint

@@ -6,11 +6,11 @@ import argparse
 import pytest
 import torch
 
-from exec import kv_capacity
-from exec.engine import Engine
-from exec.kv_capacity import default_kv_capacity
-from exec.kv_pool import kv_pool_nbytes
+from exec.engine.engine import Engine
+from exec.memory.kv_pool import kv_pool_nbytes
 from exec.models import runnable_config
+from exec.runner import kv_capacity
+from exec.runner.kv_capacity import default_kv_capacity
 from experiments import generate_cmd
 from experiments.tiny_checkpoint import write_tiny_checkpoint
 
@@ -103,7 +103,7 @@ def _record_kv_dtype(engine: Engine, out_path: str) -> None:
 
 def test_tensor_parallel_ranks_store_the_fp8_cache_too(folder, tmp_path):
     """kv_cache_dtype reaches the TP runner (rank 0's and, broadcast, the followers')."""
-    from exec.tp_worker import TPJob, launch
+    from exec.engine.tp_worker import TPJob, launch
 
     out = tmp_path / "dtype"
     launch(2, TPJob(str(folder), _record_kv_dtype, (str(out),),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from exec.kv_pool import KVPool
+from exec.memory.kv_pool import KVPool
 
 
 def _resident_bytes() -> int:

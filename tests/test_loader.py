@@ -1,4 +1,4 @@
-"""exec/loader.py: safetensors checkpoints (single and sharded), tokenizer, generation EOS ids.
+"""exec/loading/loader.py: safetensors checkpoints (single and sharded), tokenizer, generation EOS ids.
 
 Checkpoints are tiny random-weight Hugging Face models written by transformers'
 `save_pretrained`; the load target is a second Hugging Face model with other random weights
@@ -15,8 +15,8 @@ import torch
 import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-import exec.loader
-from exec.loader import CheckpointError, load_generation_eos, load_tokenizer, load_weights
+import exec.loading.loader
+from exec.loading.loader import CheckpointError, load_generation_eos, load_tokenizer, load_weights
 
 SIZES = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2)
@@ -109,13 +109,13 @@ def test_cast_frees_each_old_tensor_as_soon_as_it_is_replaced(checkpoints, monke
     target = hf_model("llama", seed=1)
     originals = [weakref.ref(p) for p in target.parameters()]
     alive_counts = []
-    real_assign = exec.loader._assign
+    real_assign = exec.loading.loader._assign
 
     def counting_assign(*args):
         real_assign(*args)
         alive_counts.append(sum(ref() is not None for ref in originals))
 
-    monkeypatch.setattr(exec.loader, "_assign", counting_assign)
+    monkeypatch.setattr(exec.loading.loader, "_assign", counting_assign)
     load_weights(target, folder, dtype=torch.bfloat16, device="cpu")
     assert alive_counts == [len(originals) - i for i in range(1, len(originals) + 1)]
 

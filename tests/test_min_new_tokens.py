@@ -167,7 +167,7 @@ def test_no_simulated_server_answer_ends_before_min_new_tokens(tiny_server, max_
 @pytest.fixture(scope="module")
 def tiny_engine(tiny_checkpoint):
     pytest.importorskip("torch")
-    from exec.engine import Engine
+    from exec.engine.engine import Engine
 
     return Engine(tiny_checkpoint("llama")[0], max_total_tokens=1024)
 

@@ -1,4 +1,4 @@
-"""exec/model_config.py: ModelConfig from hand-written dicts and transformers-written config.json.
+"""exec/models/model_config.py: ModelConfig from hand-written dicts and transformers-written config.json.
 
 The real files come from transformers' `save_pretrained` (transformers 5 writes
 `rope_parameters`); the hand-written dicts cover the classic `rope_theta` + `rope_scaling`
@@ -10,8 +10,8 @@ import json
 import pytest
 import transformers
 
-from exec.model_config import UnsupportedModelError
 from exec.models import runnable_config
+from exec.models.model_config import UnsupportedModelError
 from shared.config.hf_config import InvalidModelConfig
 
 SIZES = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,

@@ -197,8 +197,8 @@ def fresh_exec_online_engines(tiny_checkpoint):
     tiny Engine, built once (its weight packing is what a build costs); stop() leaves it idle
     with its idle check passed, and the prefix keeps rids new (an Engine takes each once)."""
     pytest.importorskip("torch")
-    from exec.engine import Engine
-    from exec.online_engine import ExecOnlineEngine
+    from exec.engine.engine import Engine
+    from exec.engine.online_engine import ExecOnlineEngine
 
     engine, runs = Engine(tiny_checkpoint("llama")[0], max_total_tokens=1024), itertools.count()
     return lambda: (ExecOnlineEngine(engine, "m"), f"run{next(runs)}-")

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from exec.packed_linear import PackedLinear, can_pack
+from exec.layers.packed_linear import PackedLinear, can_pack
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

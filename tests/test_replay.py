@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from exec.engine import Engine
+from exec.engine.engine import Engine
 from experiments.cli import main
 from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler, Trace, Workload
 from shared.batch.forward_batch import ForwardBatch

@@ -1,4 +1,4 @@
-"""The token sampler (exec/sampler.py, exec/penalties.py) against SGLang's semantics (§11)."""
+"""The token sampler (exec/runner/sampler.py, exec/runner/penalties.py) against SGLang's semantics (§11)."""
 
 import numpy as np
 import pytest
@@ -6,8 +6,8 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from exec.penalties import adjust_logits
-from exec.sampler import fmix32, hash_uniform, inverse_cdf_draw, joint_filter, sample
+from exec.runner.penalties import adjust_logits
+from exec.runner.sampler import fmix32, hash_uniform, inverse_cdf_draw, joint_filter, sample
 from shared.request.sampling_params import TOP_K_ALL, SamplingParams
 
 P = SamplingParams

@@ -19,8 +19,8 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed")
 
 import httpx  # noqa: E402
 
-from exec.engine import Engine  # noqa: E402
-from exec.online_engine import ExecOnlineEngine  # noqa: E402
+from exec.engine.engine import Engine  # noqa: E402
+from exec.engine.online_engine import ExecOnlineEngine  # noqa: E402
 from experiments.bench_serve_mock import app_thread, free_port  # noqa: E402
 from experiments.serve.app import create_app  # noqa: E402
 from experiments.serve.options import ServeOptions  # noqa: E402

@@ -4,7 +4,7 @@ replayed by sim (ignore_eos workload, so only max_new_tokens ends a request)."""
 
 import json
 
-from exec.engine import Engine
+from exec.engine.engine import Engine
 from shared import SamplingParams, Workload
 from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.hardware import get_hardware

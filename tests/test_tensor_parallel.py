@@ -1,4 +1,4 @@
-"""Tensor parallelism (`--tp`, `exec.tp_worker`): two gloo ranks run the tiny Llama as one
+"""Tensor parallelism (`--tp`, `exec.engine.tp_worker`): two gloo ranks run the tiny Llama as one
 rank does, and a tp_size the model cannot be split by is refused before anything loads."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ import pickle
 import pytest
 import torch
 
-from exec.engine import Engine
+from exec.distributed.tp_group import TPGroup
+from exec.distributed.tp_launch import TPStartError
+from exec.engine.engine import Engine
+from exec.engine.tp_worker import TPJob, launch
+from exec.loading.model_files import check_tp_model
 from exec.models.tp_shard import shard_model
-from exec.tp_group import TPGroup
-from exec.tp_launch import TPStartError
-from exec.tp_worker import TPJob, check_tp_model, launch
 from experiments.cli import main
 from tests.engine_checks import assert_idle_and_leak_free
 
@@ -58,8 +59,8 @@ def test_a_tp_size_that_does_not_divide_the_heads_is_refused_before_loading(tiny
     weight is loaded or any rank started."""
     folder, _ = tiny_checkpoint("llama")
     started = lambda *a, **k: pytest.fail("started or loaded before the check")  # noqa: E731
-    monkeypatch.setattr("exec.tp_worker.spawn", started)
-    monkeypatch.setattr("exec.engine.open_model", started)
+    monkeypatch.setattr("exec.engine.tp_worker.spawn", started)
+    monkeypatch.setattr("exec.engine.engine.open_model", started)
     message = r"tp_size \(--tp\) 3 does not divide num_attention_heads \(4\)"
     with pytest.raises(ValueError, match=message):
         launch(3, TPJob(str(folder), _generate_and_record))
@@ -75,7 +76,7 @@ def test_a_torchrun_world_of_another_size_is_refused_before_joining(tiny_checkpo
     for name, value in {"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1",
                         "MASTER_PORT": "1"}.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr("exec.tp_worker.init_torchrun", lambda *a: pytest.fail("joined"))
+    monkeypatch.setattr("exec.engine.tp_worker.init_torchrun", lambda *a: pytest.fail("joined"))
     with pytest.raises(ValueError, match=r"tp_size \(--tp\) 2, but torchrun started 3 ranks"):
         launch(2, TPJob(str(folder), _generate_and_record))
 
@@ -111,7 +112,7 @@ def test_a_moe_model_is_refused_naming_tp_size(tiny_checkpoint):
 
 def test_fewer_kv_heads_than_ranks_are_replicated_with_their_query_heads(tiny_checkpoint):
     """4 ranks over 2 KV heads: rank r keeps query head r and KV head r // 2 (its group)."""
-    from exec.model_files import load_model
+    from exec.loading.model_files import load_model
 
     folder, _ = tiny_checkpoint("llama")
     full = load_model(folder).model.layers[0].self_attn

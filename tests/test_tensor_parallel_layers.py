@@ -1,4 +1,4 @@
-"""Tensor-parallel layers (`exec.parallel_linear`) on two gloo ranks equal the full layer."""
+"""Tensor-parallel layers (`exec.layers.parallel_linear`) on two gloo ranks equal the full layer."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import pytest
 import torch
 from torch import nn
 
-from exec.parallel_linear import (
+from exec.distributed.tp_group import TPGroup
+from exec.distributed.tp_launch import TPStartError, spawn
+from exec.layers.parallel_linear import (
     RowParallelLinear,
     VocabParallelEmbedding,
     column_shard,
     shard_range,
     vocab_parallel_logits,
 )
-from exec.tp_group import TPGroup
-from exec.tp_launch import TPStartError, spawn
 
 
 def _layers_agree(group: TPGroup, out_dir: str) -> None:

@@ -1,4 +1,4 @@
-"""A forward that fails on one rank of a tensor-parallel world (`exec.tp_worker`) is fatal to
+"""A forward that fails on one rank of a tensor-parallel world (`exec.engine.tp_worker`) is fatal to
 the world, as in SGLang: no rank is left waiting in a collective, `launch` raises
 TPStartError naming the rank, and every open request ends with that error.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from exec.tp_worker import TPJob, launch
+from exec.engine.tp_worker import TPJob, launch
 
 END_S = 60.0       # a world that has not ended this long after its fault hangs
 START_S = 600.0    # a world whose fault has not fired by then hangs starting (2 slow cores)
@@ -136,7 +136,7 @@ def _serve(engine, out_path: str) -> None:
     """Rank 0's online job: the requests of PROMPTS submitted at once; records how each
     ended (its abort message; None when it did not end in END_S or ended otherwise), then
     serves on, as a server whose engine failed would: the world must end without it."""
-    from exec.online_engine import ExecOnlineEngine
+    from exec.engine.online_engine import ExecOnlineEngine
     from shared.request.sampling_params import SamplingParams
 
     online, ends = ExecOnlineEngine(engine, "tiny"), Ends(len(PROMPTS))

@@ -1,6 +1,6 @@
 """The model registry: one table from a config.json's `architectures` name to the class that
-runs it. The safetensors loader (`exec.model_files`), the GGUF loader (`exec.gguf_loader`)
-and the compiled decode (`exec.compiled_decode`) build and call models through it, and
+runs it. The safetensors loader (`exec.loading.model_files`), the GGUF loader (`exec.loading.gguf_loader`)
+and the compiled decode (`exec.runner.compiled_decode`) build and call models through it, and
 `runnable_config` refuses a config no family here runs. Configs are read once, by
 `shared.config.hf_config.HFConfig` (whose family names are the lookup key, so a config giving
 only `model_type` finds its class too).
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from exec.model_config import ModelConfig, UnsupportedModelError
 from exec.models.causal_lm import CausalLM
+from exec.models.model_config import ModelConfig, UnsupportedModelError
 from exec.models.torch_batch import TorchBatch
 from shared.config.hf_config import ARCHITECTURES, HFConfig
 
@@ -72,7 +72,7 @@ def runnable_config(source: str | Path | Mapping[str, Any]) -> ModelConfig:
 
 def check_runnable(c: ModelConfig) -> None:
     """UnsupportedModelError naming what of `c` no registered family runs (module doc of
-    `exec.model_config`)."""
+    `exec.models.model_config`)."""
     family = model_class(c)
     family.check_config(c)
     if c.hidden_act != "silu":

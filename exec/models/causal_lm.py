@@ -8,7 +8,7 @@ from typing import Protocol
 
 import torch
 
-from exec.model_config import ModelConfig
+from exec.models.model_config import ModelConfig
 from exec.models.torch_batch import TorchBatch
 
 

@@ -1,8 +1,8 @@
 """DeepSeek-V3 (`DeepseekV3ForCausalLM`): decoder layers of multi-head latent attention
-(`exec.mla_attention`, caching the latent) and a dense MLP before `first_k_dense_replace`,
+(`exec.models.mla_attention`, caching the latent) and a dense MLP before `first_k_dense_replace`,
 routed plus shared experts after (`DeepseekMoE`: sigmoid scores with the correction bias,
 grouped top-k, `exec.models.deepseek_routing`). Rotary: YaRN with DeepSeek's mscale
-(`exec.rotary`) on the qk_rope_head_dim dims, interleaved pairs. Parameter names are the
+(`exec.layers.rotary`) on the qk_rope_head_dim dims, interleaved pairs. Parameter names are the
 Hugging Face checkpoint's (`self_attn.q_a_proj`, `mlp.gate.e_score_correction_bias`,
 `mlp.experts.N.gate_proj`, `mlp.shared_experts.up_proj`, ...).
 
@@ -16,13 +16,13 @@ import dataclasses
 import torch
 from torch import nn
 
-from exec.mla_attention import MLAttention
-from exec.model_config import ModelConfig, UnsupportedModelError
+from exec.layers.rotary import RotaryEmbedding
 from exec.models.deepseek_routing import route
 from exec.models.llama import MLP, RMSNorm
+from exec.models.mla_attention import MLAttention
+from exec.models.model_config import ModelConfig, UnsupportedModelError
 from exec.models.moe_block import SparseMoeBlock
 from exec.models.torch_batch import TorchBatch
-from exec.rotary import RotaryEmbedding
 from shared.config.moe_config import MoEConfig
 
 EXPERT_NAMES = ("gate_proj", "up_proj", "down_proj")
@@ -39,7 +39,7 @@ def _mlp(c: ModelConfig, width: int) -> MLP:
 
 
 class DeepseekMoE(SparseMoeBlock):
-    """Routed experts (stacked by `fuse`, run by `exec.fused_experts`) plus the shared
+    """Routed experts (stacked by `fuse`, run by `exec.layers.fused_experts`) plus the shared
     experts (one gated MLP of all their widths) on every token. The router runs in float32,
     as transformers keeps it."""
 
@@ -96,7 +96,7 @@ class DecoderStack(nn.Module):
 
 
 class DeepseekV3ForCausalLM(nn.Module):
-    checks_rope = True   # check_config allows yarn (exec.model_config skips its llama3 check)
+    checks_rope = True   # check_config allows yarn (exec.models.model_config skips its llama3 check)
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()

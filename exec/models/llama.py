@@ -14,11 +14,11 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from exec.attention import paged_attention
-from exec.model_config import ModelConfig
+from exec.layers.attention import paged_attention
+from exec.layers.packed_linear import PackedLinear
+from exec.layers.rotary import RotaryEmbedding, apply_rotary
+from exec.models.model_config import ModelConfig
 from exec.models.torch_batch import TorchBatch
-from exec.packed_linear import PackedLinear
-from exec.rotary import RotaryEmbedding, apply_rotary
 
 # A family's feed-forward of layer i: (its checkpoint name, the module). The module maps
 # [T, H] -> [T, H] and has `fuse()` (after loading) and `pack()` (after fuse, CPU oneDNN).
@@ -158,7 +158,7 @@ class LlamaForCausalLM(nn.Module):
 
     @classmethod
     def check_config(cls, config: ModelConfig) -> None:
-        """The dense families run every config `exec.model_config` accepts."""
+        """The dense families run every config `exec.models.model_config` accepts."""
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, forward_batch: TorchBatch) -> torch.Tensor:
         """input_ids, positions: [T] int64. Returns the final-norm hidden states [T, H]."""
@@ -170,7 +170,7 @@ class LlamaForCausalLM(nn.Module):
 
     def prepare_for_inference(self, column_major: bool = False, pack: bool = False) -> None:
         """Fuse q/k/v and gate/up projections (fewer, larger matmuls; routed experts are
-        stacked, `exec.models.moe_block`). With `pack` (CPU, `exec.packed_linear.can_pack`),
+        stacked, `exec.models.moe_block`). With `pack` (CPU, `exec.layers.packed_linear.can_pack`),
         pre-pack every projection and the LM head for oneDNN (experts stay stacked tensors).
         Otherwise with `column_major` (float32 on CPU), store weight matrices transposed:
         CPU GEMV streams an [in, out] layout about 1.7x faster. Loading by name is no longer

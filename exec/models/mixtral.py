@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from exec.model_config import ModelConfig
 from exec.models.llama import LlamaForCausalLM
+from exec.models.model_config import ModelConfig
 from exec.models.moe_block import SparseMoeBlock, check_routed_experts
 
 EXPERT_NAMES = ("w1", "w3", "w2")

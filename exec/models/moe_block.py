@@ -1,6 +1,6 @@
 """`SparseMoeBlock`: a mixture-of-experts feed-forward (Mixtral, Qwen3-MoE). A router picks
 each token's top-k experts by softmax score (renormalised over the k when the config says
-so) and the experts run grouped by expert (`exec.fused_experts`), as an engine runs them.
+so) and the experts run grouped by expert (`exec.layers.fused_experts`), as an engine runs them.
 
 Until `fuse()` the weights sit under the checkpoint's names, so the loader fills them by
 name: the router at `gate`, expert N's gated MLP at `experts.N.<gate>/<up>/<down>` (the
@@ -16,9 +16,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from exec.fused_experts import fused_experts
-from exec.model_config import ModelConfig, UnsupportedModelError
-from exec.packed_linear import PackedLinear
+from exec.layers.fused_experts import fused_experts
+from exec.layers.packed_linear import PackedLinear
+from exec.models.model_config import ModelConfig, UnsupportedModelError
 from shared.config.moe_config import MoEConfig
 
 ExpertNames = tuple[str, str, str]   # the checkpoint's (gate, up, down) names of one expert

@@ -1,5 +1,5 @@
 """`TorchBatch`: the tensors one model forward needs besides input_ids and positions (every
-registered model takes it; `exec.model_runner` and the CUDA-graph runner build it)."""
+registered model takes it; `exec.runner.model_runner` and the CUDA-graph runner build it)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from exec.attention import AttentionMetadata
-from exec.kv_pool import KVPool
+from exec.layers.attention import AttentionMetadata
+from exec.memory.kv_pool import KVPool
 
 
 @dataclass(frozen=True)

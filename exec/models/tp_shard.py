@@ -15,14 +15,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from exec.model_config import ModelConfig
-from exec.parallel_linear import (
+from exec.distributed.tp_group import TPGroup
+from exec.layers.parallel_linear import (
     RowParallelLinear,
     VocabParallelEmbedding,
     column_shard,
     shard_range,
 )
-from exec.tp_group import TPGroup
+from exec.models.model_config import ModelConfig
 
 
 def check_tp_size(config: ModelConfig, tp_size: int) -> None:

@@ -54,7 +54,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exec.torch_device import checked_device  # NOTE: torch
+    from exec.device.torch_device import checked_device  # NOTE: torch
     from experiments.calibration.run import calibrate, resolve_dtype
 
     dtype = resolve_dtype(args.dtype, checked_device(args.device))

@@ -37,7 +37,7 @@ from sim.run.sim_model_runner import SimModelRunner
 from sim.run.token_source import ReplayTokenSource
 
 if TYPE_CHECKING:
-    from exec.engine import Engine
+    from exec.engine.engine import Engine
 
 LATENCIES = ("ttft", "tpot", "e2e")
 PERCENTILES = ("p50", "p90")

@@ -63,7 +63,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
-    from exec.torch_device import checked_device  # NOTE: torch
+    from exec.device.torch_device import checked_device  # NOTE: torch
     from experiments.calibration.run import calibration_engine, resolve_dtype, resolve_model
 
     dtype = resolve_dtype(args.dtype, checked_device(args.device))

@@ -29,7 +29,7 @@ from sim.run.replay import ReplayResult, replay
 if TYPE_CHECKING:
     import pandas as pd
 
-    from exec.engine import Engine
+    from exec.engine.engine import Engine
     from shared.trace.step_record import StepRecord
 
 
@@ -50,7 +50,7 @@ class Calibration(NamedTuple):
 def resolve_model(model: str | None, scratch: Path) -> str:
     """The model path to run: `model`, else the default SmolLM2 GGUF, else a tiny random
     checkpoint written under `scratch` (printed, so the user knows)."""
-    from exec.model_files import ModelNotFoundError, default_model_path
+    from exec.loading.model_files import ModelNotFoundError, default_model_path
 
     if model is not None:
         return model
@@ -64,7 +64,7 @@ def resolve_model(model: str | None, scratch: Path) -> str:
 def resolve_dtype(dtype: str, device: torch.device) -> str:
     """`dtype`, with "auto" resolved: bfloat16, but float32 on a CPU whose oneDNN has no fast
     bfloat16 kernels (the engine would warn that bfloat16 runs several times slower there)."""
-    from exec.packed_linear import cpu_has_fast_kernels
+    from exec.layers.packed_linear import cpu_has_fast_kernels
 
     if dtype != "auto":
         return dtype
@@ -73,7 +73,7 @@ def resolve_dtype(dtype: str, device: torch.device) -> str:
 
 
 def open_engine(c: CalibrationConfig, model: str, **engine_args) -> Engine:
-    from exec.engine import Engine
+    from exec.engine.engine import Engine
 
     torch.set_num_threads(c.threads)
     return Engine(model, device=c.device, dtype=c.dtype, **engine_args)

@@ -24,7 +24,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from exec.spec_probe import TorchSpecProbe
+from exec.runner.spec_probe import TorchSpecProbe
 from experiments.dev.tiny_exec import TINY_INFO, TinyExec
 from shared import EngineConfig, InvalidRequestError, Req, Scheduler
 from shared.batch.forward_batch import ForwardBatch

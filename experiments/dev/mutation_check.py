@@ -7,7 +7,7 @@ on the tiny random-weight Llama (`experiments.dev.tiny_exec`, `experiments.dev.t
 and reports which one catches each defect:
 
 - agreement:   `check_agreement(exec, replay_runner(), case)` (StepRecords and outcomes);
-- conformance: `check_conformance(exec, case, probe=TorchSpecProbe)` (`exec.spec_probe`:
+- conformance: `check_conformance(exec, case, probe=TorchSpecProbe)` (`exec.runner.spec_probe`:
                positions fed to rotary, KV slots written, LM-head rows, pools' integrity,
                leaks);
 - machine:     the lockstep RuleBasedStateMachine (`experiments.dev.lockstep_machine`:
@@ -162,7 +162,7 @@ def run_checks(mutant, checks=CHECKS) -> dict[str, Outcome]:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis.stateful import run_state_machine_as_test
 
-    from exec.spec_probe import TorchSpecProbe
+    from exec.runner.spec_probe import TorchSpecProbe
     from experiments.dev.lockstep_machine import LockstepMachine
     from experiments.dev.tiny_exec import ARRIVAL_TICK, TINY_INFO
     from sim.conformance import cases, check_agreement, check_conformance, replay_runner
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=None, help="run only defects whose name contains this")
     args = p.parse_args(argv)
 
-    from exec.torch_threads import torch_threads
+    from exec.device.torch_threads import torch_threads
     from experiments.dev.tiny_models import make_checkpoint
 
     rows = []

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from exec.model_files import load_model
-from exec.model_runner import TorchModelRunner
+from exec.loading.model_files import load_model
+from exec.runner.model_runner import TorchModelRunner
 from experiments.dev.tiny_models import COMMON
 from shared import ModelInfo, Scheduler, Trace
 from sim.cost.base import CostModel

@@ -124,8 +124,8 @@ def _real(args: argparse.Namespace):
 def _real_engine(args: argparse.Namespace, path: str | None):
     import torch
 
-    from exec.engine import Engine
-    from exec.online_engine import ExecOnlineEngine
+    from exec.engine.engine import Engine
+    from exec.engine.online_engine import ExecOnlineEngine
     from experiments.serve.text_codec import EngineCodec
 
     if args.threads is not None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from shared.request.invalid_request import InvalidRequestError
 
 if TYPE_CHECKING:
-    from exec.engine import Engine
+    from exec.engine.engine import Engine
 
 CHARS_PER_TOKEN = 4
 

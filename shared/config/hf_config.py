@@ -7,7 +7,7 @@ what the families differ in: Qwen2's q/k/v bias, Qwen3's q/k norms and explicit 
 Mistral's ignored `attention_bias` (as transformers does). Mixture-of-experts routing
 (`moe`, `shared.config.moe_config`), multi-head latent attention (`mla`, `shared.config.mla_config`) and a
 checkpoint's `quantization_config` (`quantization`, `shared.config.quant_config`) are read here too.
-exec builds its model from it and refuses what it cannot run (`exec.model_config`); sim
+exec builds its model from it and refuses what it cannot run (`exec.models.model_config`); sim
 prices it (`sim.model.from_config`).
 """
 

@@ -1,7 +1,7 @@
 """What a spec probe saw a runner do in one forward (ARCHITECTURE §6.2).
 
 The record a `SpecProbe` returns to the conformance kit (`sim.conformance`): it lives in the
-spec so that an executor's probe (e.g. `exec.spec_probe.TorchSpecProbe`) can build one
+spec so that an executor's probe (e.g. `exec.runner.spec_probe.TorchSpecProbe`) can build one
 without importing the simulator.
 """
 

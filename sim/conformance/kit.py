@@ -140,7 +140,7 @@ def replay_runner(cost_model: CostModel | None = None) -> RunnerFactory:
 
 class SpecProbe(Protocol):
     """Watches one runner's internals (executor-specific; lives with the executor, e.g.
-    `exec.spec_probe.TorchSpecProbe`)."""
+    `exec.runner.spec_probe.TorchSpecProbe`)."""
 
     def observe(self, fb: ForwardBatch, forward: Callable[[ForwardBatch], RunnerOutput]
                 ) -> tuple[RunnerOutput, SpecObservation]:

@@ -1,0 +1,1 @@
+"""Torch's device, dtype and thread settings, by name."""

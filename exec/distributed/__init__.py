@@ -1,0 +1,1 @@
+"""Tensor parallelism's process group and the launch of its ranks."""

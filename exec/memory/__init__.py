@@ -1,0 +1,1 @@
+"""The paged KV cache's tensors (`KVPool`) and its dtype."""
