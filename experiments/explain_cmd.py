@@ -16,7 +16,7 @@ import argparse
 import json
 from typing import Any
 
-from experiments.arg_types import seed
+from experiments.cli.arg_types import seed
 
 HELP = "show ARCHITECTURE.md §4's golden example step by step, real executor beside simulator"
 EXIT_DIFFERS = 3

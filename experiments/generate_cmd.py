@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from experiments.arg_types import positive_int, seed
-from experiments.output_paths import check_output_file
+from experiments.cli.arg_types import positive_int, seed
+from experiments.cli.output_paths import check_output_file
 
 HELP = "generate text with a real model (default: SmolLM2-135M-Instruct, CPU)"
 

@@ -17,9 +17,9 @@ import json
 import sys
 from pathlib import Path
 
-from experiments.arg_types import positive_int
-from experiments.cli_errors import UsageError
-from experiments.output_paths import check_output_file
+from experiments.cli.arg_types import positive_int
+from experiments.cli.errors import UsageError
+from experiments.cli.output_paths import check_output_file
 
 HELP = "replay a trace teacher-forced: schedule agreement and step-time error of a cost model"
 EXIT_DIVERGED = 3

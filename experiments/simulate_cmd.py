@@ -17,26 +17,30 @@ is always refused).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import importlib.util
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from experiments.arg_types import non_negative_float, non_negative_int, positive_int
-from experiments.cli_errors import UsageError
-from experiments.output_paths import check_output_folder, remove_stale
-from experiments.simulate_fleet_cmd import (
+from experiments.cli.arg_types import positive_int
+from experiments.cli.errors import UsageError
+from experiments.cli.flags import (
+    engine_args,
+    engine_arguments,
+    engine_profile_arg,
+    engine_profile_arguments,
+    parallelism_args,
+    parallelism_arguments,
+)
+from experiments.cli.output_paths import check_output_folder
+from experiments.cli.run_output import print_summary, run_config, write_tables
+from experiments.cli.workload_flags import make_workload, workload_arguments
+from experiments.simulate_fleet import (
     fleet_arguments,
     is_fleet,
     run_disaggregated,
     run_fleet,
 )
-from experiments.workload_flags import make_workload, workload_arguments
 
 HELP = "simulate serving a workload on a model and hardware (SimPy + cost model, no GPU)"
-LATENCY_ROWS = ("ttft", "tpot", "itl", "e2e")
 OUTPUT_FILES = ("requests.parquet", "requests.csv", "steps.parquet", "steps.csv", "config.json",
                 "summary.json", "trace.jsonl")
 
@@ -67,95 +71,6 @@ def configure(p: argparse.ArgumentParser) -> None:
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def parallelism_arguments(g: argparse._ArgumentGroup) -> None:
-    """--ep-size, --dp-size, --enable-dp-attention, --quantization, --kv-cache-dtype
-    (SGLang's names) and --expert-zipf."""
-    from sim.hardware.precision import KV_CACHE_DTYPES, QUANTIZATIONS
-    from sim.model.ep_options import A2A_BACKENDS
-
-    g.add_argument("--ep-size", type=positive_int, default=1,
-                   help="expert-parallel degree (MoE models; divides --tp and the experts)")
-    g.add_argument("--dp-size", "--dp", type=positive_int, default=1,
-                   help="with --enable-dp-attention: attention ranks over the --tp GPUs; "
-                        "without it: engine replicas, each on its own --tp GPUs, behind "
-                        "--router (simulate)")
-    g.add_argument("--enable-dp-attention", action="store_true",
-                   help="SGLang's attention data parallelism: --dp-size attention ranks over "
-                        "the --tp GPUs, MLP and experts over all of them (needs --cost-model "
-                        "kernel)")
-    g.add_argument("--moe-a2a-backend", choices=A2A_BACKENDS, default="none",
-                   help="deepep: dispatch each token to its experts' GPUs (with attention DP)")
-    g.add_argument("--moe-dense-tp-size", type=positive_int, choices=(1,), default=None,
-                   help="1: dense MLPs and shared experts data-parallel (with attention DP)")
-    g.add_argument("--enable-dp-lm-head", action="store_true",
-                   help="each attention rank computes its own rows' logits")
-    g.add_argument("--enable-two-batch-overlap", action="store_true",
-                   help="hide the expert all-to-all under the other micro-batch's compute")
-    g.add_argument("--ep-num-redundant-experts", type=non_negative_int, default=0,
-                   help="EPLB's extra expert copies (E + R must divide by --ep-size)")
-    g.add_argument("--quantization", choices=tuple(QUANTIZATIONS), default=None,
-                   help="weight format (default: the checkpoint's quantization_config, else "
-                        "bf16); fp8 needs hardware with an fp8 peak, nvfp4 (modelopt_fp4) "
-                        "one with an fp4 peak (b200)")
-    g.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="auto",
-                   help="KV cache dtype (auto: bf16)")
-    g.add_argument("--expert-zipf", type=non_negative_float, default=0.0, metavar="S",
-                   help="Zipf exponent of expert popularity, for hot experts (0: uniform)")
-
-
-def engine_profile_arguments(g: argparse._ArgumentGroup) -> None:
-    """--engine-profile and vLLM's --num-scheduler-steps."""
-    from sim.cost.engine_profile import ENGINE_PROFILES
-
-    g.add_argument("--engine-profile", choices=tuple(ENGINE_PROFILES), default=None,
-                   help="the engine simulated: its CPU time per step and request (kernel cost "
-                        "model), its default schedule (sglang, trt-llm: overlap; vllm, "
-                        "lmdeploy: none) and admission (trt-llm: guaranteed no evict); "
-                        "default sglang")
-    g.add_argument("--num-scheduler-steps", type=positive_int, default=1,
-                   help="vLLM's multi-step scheduling: decode steps per scheduling pass "
-                        "(with --engine-profile vllm)")
-
-
-def engine_profile_arg(args: argparse.Namespace):
-    """The `engine_profile` keyword of engine_profile_arguments' flags (None: the default);
-    UsageError for --num-scheduler-steps on an engine without multi-step scheduling."""
-    from sim.cost.engine_profile import get_engine_profile
-
-    if args.num_scheduler_steps == 1:
-        return args.engine_profile
-    if args.engine_profile != "vllm":
-        raise UsageError(f"--num-scheduler-steps {args.num_scheduler_steps} is vLLM's "
-                         f"multi-step scheduling; add --engine-profile vllm")
-    return get_engine_profile("vllm").with_scheduler_steps(args.num_scheduler_steps)
-
-
-def parallelism_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The `sim.run.simulate.simulate` keywords of parallelism_arguments' flags."""
-    from sim.model.ep_options import EPOptions
-
-    options = EPOptions(args.moe_a2a_backend, args.moe_dense_tp_size, args.enable_dp_lm_head,
-                        args.enable_two_batch_overlap, args.ep_num_redundant_experts)
-    return {"ep_size": args.ep_size, "dp_size": args.dp_size,
-            "enable_dp_attention": args.enable_dp_attention, "ep_options": options,
-            "quantization": args.quantization,
-            "kv_cache_dtype": args.kv_cache_dtype, "expert_zipf": args.expert_zipf}
-
-
-def engine_arguments(g: argparse._ArgumentGroup) -> None:
-    """One flag per EngineConfig field (their annotations are strings: 'int | None', ...)."""
-    from shared.config.engine_config import EngineConfig
-
-    for f in dataclasses.fields(EngineConfig):
-        flag = "--" + f.name.replace("_", "-")
-        kind = str(f.type)
-        if kind == "bool":
-            g.add_argument(flag, action="store_true", default=None)
-        else:
-            convert = int if "int" in kind else float if "float" in kind else str
-            g.add_argument(flag, type=convert, default=None, help=f"default: {f.default}")
-
-
 def run(args: argparse.Namespace) -> int:
     from shared.trace.run_result import SLO
     from sim.run.simulate import load_model, simulate
@@ -182,59 +97,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def engine_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The EngineConfig fields given on the command line."""
-    from shared.config.engine_config import EngineConfig
-
-    names = (f.name for f in dataclasses.fields(EngineConfig))
-    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
-
-
 def _slo(args: argparse.Namespace, slo_cls):
     limits = {n: getattr(args, f"slo_{n}") for n in ("ttft", "tpot", "e2e")}
     return slo_cls(**limits) if any(v is not None for v in limits.values()) else None
-
-
-def run_config(args: argparse.Namespace, workload, trace, slo, **extra: Any) -> dict[str, Any]:
-    """config.json of a run: the workload, model, executor and effective engine config of
-    `trace` (a fleet's or a disaggregated run's first), the SLO, and `extra` fields."""
-    return {"command": "simulate", "workload": {"name": workload.name, "config": workload.config,
-                                                "num_requests": len(workload),
-                                                "file": args.workload_file},
-            "model": args.model, "executor": trace.executor, "seed": args.seed, **extra,
-            "engine_config": trace.engine_config.to_dict(),
-            "model_info": trace.model_info.to_dict(),
-            "slo": dataclasses.asdict(slo) if slo else None}
-
-
-def print_summary(config: dict[str, Any], result) -> None:
-    s, ex = result.summary, config["executor"]
-    engine = f", {ex['engine_profile']['name']} engine" if "engine_profile" in ex else ""
-    print(f"{config['model']} on {ex['tp']}x {ex['hardware']} [{ex['cost_model']}{engine}], "
-          f"workload {config['workload']['name']} ({config['workload']['num_requests']} requests)")
-    print(f"completed {s['completed']} in {s['duration']:.3f} s simulated, "
-          f"{len(result.steps)} steps, {s['num_retractions']} retractions, "
-          f"{s['cache_hit_tokens']} cache-hit tokens")
-    print(f"throughput {s['request_throughput']:.3f} req/s, "
-          f"{s['output_throughput']:.1f} output tok/s"
-          + (f", goodput {s['goodput']:.3f} req/s" if "goodput" in s else ""))
-    print(f"{'ms':>6} {'mean':>10} {'p50':>10} {'p90':>10} {'p99':>10}")
-    for name in LATENCY_ROWS:
-        cells = (s[f"{name}_{k}"] * 1e3 for k in ("mean", "p50", "p90", "p99"))
-        print(f"{name:>6} " + " ".join(f"{v:10.2f}" for v in cells))
-    line = bound_line(result.steps)
-    if line:
-        print(line)
-
-
-def bound_line(steps) -> str:
-    """"bound: memory 82% of step time, compute 12%, cpu 6%" ("" when no step has a bound)."""
-    from shared.trace.run_result import bound_shares
-
-    shares = [f"{name} {share:.0%}" for name, share in bound_shares(steps).items()]
-    if not shares:
-        return ""
-    return f"bound: {shares[0]} of step time" + "".join(f", {s}" for s in shares[1:])
 
 
 def write_outputs(out: Path, config: dict[str, Any], result, save_trace: bool) -> None:
@@ -243,21 +108,3 @@ def write_outputs(out: Path, config: dict[str, Any], result, save_trace: bool) -
                  result.summary, OUTPUT_FILES, traces)
 
 
-def write_tables(out: Path, frames: dict[str, Any], config: dict[str, Any],
-                 summary: dict[str, Any], stale: tuple[str, ...],
-                 traces: dict[str, Any] | None = None) -> None:
-    """Into `out` (created; the `stale` names of an earlier run removed): each frame as
-    Parquet when pyarrow is importable, else CSV; config.json, summary.json; the traces."""
-    out.mkdir(parents=True, exist_ok=True)
-    remove_stale(out, stale)
-    parquet = importlib.util.find_spec("pyarrow") is not None
-    for name, frame in frames.items():
-        if parquet:
-            frame.to_parquet(out / f"{name}.parquet", index=False)
-        else:
-            frame.to_csv(out / f"{name}.csv", index=False)
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    for name, trace in (traces or {}).items():
-        trace.save(out / name)
-    print(f"wrote {out}/", file=sys.stderr)

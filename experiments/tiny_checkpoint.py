@@ -1,7 +1,7 @@
 """A small random-weight checkpoint (config.json + model.safetensors, no tokenizer): a Llama,
 the fall-back model of `batchtwin calibrate` and `fidelity` when SmolLM2 is not installed and
 a fast model for their tests, or a mixture of experts of the same sizes (`TINY_MOE`, the
-MoE model of `python -m experiments.bench_generate --model tiny-mixtral`). Seeded: the same
+MoE model of `python -m experiments.bench.bench_generate --model tiny-mixtral`). Seeded: the same
 seed writes the same weights. Written by our model classes under Hugging Face's names, so
 transformers loads it too."""
 

@@ -9,7 +9,7 @@ import pytest
 from experiments.calibration import calibrate_cmd
 from experiments.calibration.grid import ShapeGrid, scenarios
 from experiments.calibration.run import CalibrationConfig, calibrate
-from experiments.cli import main
+from experiments.cli.main import main
 from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
 from sim.cost.calibrated import CalibratedCostModel
 from sim.hardware.hardware import get_hardware
@@ -119,7 +119,7 @@ def test_auto_dtype_is_float32_on_a_cpu_without_fast_bfloat16(fast, expected, mo
     monkeypatch.setattr(exec.layers.packed_linear, "cpu_has_fast_kernels", lambda dtype: fast)
     assert resolve_dtype("auto", torch.device("cpu")) == expected
     assert resolve_dtype("bfloat16", torch.device("cpu")) == "bfloat16"
-    from experiments.cli import build_parser
+    from experiments.cli.main import build_parser
 
     assert build_parser().parse_args(["calibrate"]).dtype == "auto"
 

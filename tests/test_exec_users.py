@@ -133,7 +133,7 @@ def test_default_model_chat_template_renders_chatml(smollm2):
 def test_generate_benchmark_compiles_decode_on_cpu_only():
     """Without --[no-]torch-compile the benchmark compiles on CPU and not on CUDA (where the
     runner refuses torch_compile); the GPU check's command line parses to the CUDA config."""
-    from experiments.bench_generate import parse_config
+    from experiments.bench.bench_generate import parse_config
     from experiments.dev.gpu_check import bench_args
 
     cpu, _ = parse_config([])
@@ -149,7 +149,7 @@ def test_benchmarks_name_the_cpu_model_or_fall_back_to_the_machine_type(tmp_path
     """The results files name the CPU from /proc/cpuinfo's model name, else the machine type."""
     import platform
 
-    from experiments.cpu_info import cpu_model
+    from experiments.bench.cpu_info import cpu_model
 
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n")

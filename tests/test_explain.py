@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments.cli import main
+from experiments.cli.main import main
 from experiments.explain import explain
 from experiments.explain_cmd import MARK, format_explain
 from experiments.golden_example import explain_sim

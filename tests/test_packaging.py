@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.exec_extra import EXEC_MODULES, INSTALL, needs_exec
+from experiments.cli.exec_extra import EXEC_MODULES, INSTALL, needs_exec
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKED = (*sorted(EXEC_MODULES), "transformers")
@@ -23,7 +23,7 @@ class NoExecExtra:
         return None
 
 sys.meta_path.insert(0, NoExecExtra())
-from experiments.cli import main
+from experiments.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 PLAN = ["plan", "--model", "smollm2-135m", "--workload", "synthetic", "--prompt-len", "64",

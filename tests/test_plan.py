@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from experiments.cli import main
-from experiments.plan.cmd import EXIT_INFEASIBLE
+from experiments.cli.main import main
 from experiments.plan.grid import Grid, parse_list
+from experiments.plan.plan_cmd import EXIT_INFEASIBLE
 from experiments.plan.point import PlanSpec, WorkloadSpec
 from experiments.plan.report import SECTIONS, band_columns, rate_band
 from experiments.plan.search import RateSearch

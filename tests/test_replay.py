@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from exec.engine.engine import Engine
-from experiments.cli import main
+from experiments.cli.main import main
 from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler, Trace, Workload
 from shared.batch.forward_batch import ForwardBatch
 from sim import ReplayResult, replay

@@ -10,7 +10,7 @@ reading a clock.
   server's: the HTTP path only adds time).
 
 How much the HTTP path adds, and how close the client's latencies come to the simulator's, are
-timings of the host: `python -m experiments.bench_serve_mock --separate-process` measures
+timings of the host: `python -m experiments.bench.bench_serve_mock --separate-process` measures
 them (a test must pass on a loaded 2-core host).
 """
 
@@ -22,7 +22,7 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed")
 
 import statistics
 
-from experiments.bench_serve_mock import free_port, measure, subprocess_server
+from experiments.bench.bench_serve_mock import free_port, measure, subprocess_server
 from shared import Trace
 from sim.run.replay import replay
 

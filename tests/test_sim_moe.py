@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from experiments.cli import main
+from experiments.cli.main import main
 from sim.cost.batch_shape import BatchShape
 from sim.cost.expert_routing import ExpertRouting
 from sim.cost.roofline.latency import kernel_latency

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments.cli import main
+from experiments.cli.main import main
 from shared.workload.workload import Workload
 from sim.cost.batch_shape import BatchShape
 from sim.cost.kernel.elementwise_traffic import elementwise_row_bytes

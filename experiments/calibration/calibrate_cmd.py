@@ -23,8 +23,8 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiments.arg_types import non_negative_float, positive_int, seed
 from experiments.calibration.config import CalibrationConfig
+from experiments.cli.arg_types import non_negative_float, positive_int, seed
 
 if TYPE_CHECKING:
     from experiments.calibration.run import Calibration
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write(r: Calibration, c: CalibrationConfig, out: Path) -> None:
-    from experiments.machine_probe import hardware_entry
+    from experiments.bench.machine_probe import hardware_entry
 
     out.mkdir(parents=True, exist_ok=True)
     r.cost_model.save(out / "cost_model.json")

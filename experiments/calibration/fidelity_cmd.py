@@ -21,11 +21,11 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from experiments.arg_types import non_negative_float, positive_float, positive_int, seed
 from experiments.calibration import calibrate_cmd
 from experiments.calibration.config import CalibrationConfig
 from experiments.calibration.fidelity import WorkloadSpec, latency_table, medians, run_fidelity
-from experiments.cli_errors import UsageError
+from experiments.cli.arg_types import non_negative_float, positive_float, positive_int, seed
+from experiments.cli.errors import UsageError
 from sim.cost.calibrated import CalibratedCostModel
 
 HELP = "measure the simulator against the real executor (teacher forced and free running)"

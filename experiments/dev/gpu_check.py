@@ -26,13 +26,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"device: {torch.cuda.get_device_name()} (torch {torch.__version__})", flush=True)
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-rA", "tests/"])
-    speed = subprocess.run([sys.executable, "-m", "experiments.bench_generate",
+    speed = subprocess.run([sys.executable, "-m", "experiments.bench.bench_generate",
                             *bench_args(args.model, args.requests)])
     return tests.returncode or speed.returncode
 
 
 def bench_args(model: str | None, requests: int) -> list[str]:
-    """experiments.bench_generate's arguments for the CUDA run (bf16; torch.compile off by
+    """experiments.bench.bench_generate's arguments for the CUDA run (bf16; torch.compile off by
     the benchmark's own default off CPU: CUDA decode replays CUDA graphs)."""
     args = ["--device", "cuda", "--dtype", "bfloat16", "--threads", "16",
             "--requests", str(requests), "--out", "experiments/results/bench_generate_cuda.json"]

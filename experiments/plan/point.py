@@ -50,7 +50,7 @@ class WorkloadSpec:
     system_prompt_len: int = 2048
 
     def build(self, rate: float, seed: int, vocab_size: int):
-        from experiments.workload_flags import make_workload
+        from experiments.cli.workload_flags import make_workload
 
         args = argparse.Namespace(**dataclasses.asdict(self), rate=rate, seed=seed,
                                   workload_file=None)

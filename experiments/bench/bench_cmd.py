@@ -3,7 +3,7 @@
     batchtwin bench serve --base-url http://127.0.0.1:30000 --model llama-3-8b \
         --dataset-name random --num-prompts 200 --request-rate 8 --save-result
 
-`--dataset-name random|sharegpt-like|shared-prefix` (`experiments.serve.bench_datasets`:
+`--dataset-name random|sharegpt-like|shared-prefix` (`experiments.bench.bench_datasets`:
 prompts of four-character words, one token each for batchtwin's placeholder codec, output
 lengths sent as max_tokens with ignore_eos); `--request-rate` (inf: all at once) with
 `--burstiness` (gamma shape, 1: Poisson), `--max-concurrency`, `--seed`. Prints vLLM's result table and with
@@ -20,8 +20,8 @@ import json
 import math
 from pathlib import Path
 
-from experiments.arg_types import positive_int
-from experiments.serve.bench_datasets import add_dataset_arguments, dataset_requests
+from experiments.bench.bench_datasets import add_dataset_arguments, dataset_requests
+from experiments.cli.arg_types import positive_int
 
 HELP = "benchmark an OpenAI-compatible server as `vllm bench serve` does"
 ROWS = (("ttft", "Time to First Token", "TTFT"),
@@ -46,7 +46,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.serve.bench import run_requests, summarize
+    from experiments.bench.serve_bench import run_requests, summarize
 
     limits = parse_goodput(args.goodput)
     requests = dataset_requests(args)

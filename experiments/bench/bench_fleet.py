@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from experiments.cpu_info import cpu_model
+from experiments.bench.cpu_info import cpu_model
 from shared.workload.workload import Workload
 from sim.cost.step_bounds import step_bounds
 from sim.fleet.driver import Replica, drive_fleet

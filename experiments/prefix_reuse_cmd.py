@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from experiments.arg_types import non_negative_int, positive_int, seed
+from experiments.cli.arg_types import non_negative_int, positive_int, seed
 from shared import Req, SamplingParams
 from shared.memory.kv_memory import KVCacheOOMError, KVMemory
 

@@ -1,10 +1,10 @@
 """Benchmark: `bench_sim`'s real-time ratio of an older commit against this checkout, in one
 run (issue 21's bar: the new code falls by at most 10%).
 
-    python -m experiments.bench_sim_compare [--old e863ede] [--rounds 5] [--repeats 3]
+    python -m experiments.bench.bench_sim_compare [--old e863ede] [--rounds 5] [--repeats 3]
 
 Checks the old commit out into a temporary git worktree, then alternates `python -m
-experiments.bench_sim --repeats R` in the old tree and in this one, `--rounds` times, so
+experiments.bench.bench_sim --repeats R` in the old tree and in this one, `--rounds` times, so
 both see the same machine state; prints, per configuration both trees run, the median over
 rounds of each tree's best-of-R simulated-seconds-per-wall-second and their ratio
 (new / old). The worktree is removed afterwards. Prints the CPU model: the ratio is
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from experiments.cpu_info import cpu_model
+from experiments.bench.cpu_info import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD = "e863ede"   # the last commit before issue 21's cost model work
@@ -52,7 +52,10 @@ def _alternate(old_tree: Path, tmp: Path, rounds: int, repeats: int) -> list[tup
 
 
 def _bench(tree: Path, out: Path, repeats: int) -> dict:
-    subprocess.run([sys.executable, "-m", "experiments.bench_sim", "--repeats", str(repeats),
+    # NOTE: bench_sim moved into experiments/bench/; an older commit has it at the top.
+    module = ("experiments.bench.bench_sim" if (tree / "experiments/bench/bench_sim.py").exists()
+              else "experiments.bench_sim")
+    subprocess.run([sys.executable, "-m", module, "--repeats", str(repeats),
                     "--out", str(out)], cwd=tree, check=True, stdout=subprocess.DEVNULL)
     return json.loads(out.read_text())
 
@@ -70,7 +73,7 @@ def _git(*args: str) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m experiments.bench_sim_compare",
+    p = argparse.ArgumentParser(prog="python -m experiments.bench.bench_sim_compare",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--old", default=OLD, help=f"the older commit (default {OLD})")
     p.add_argument("--rounds", type=int, default=5)

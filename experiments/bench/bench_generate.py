@@ -8,7 +8,7 @@ batch-1 decode step time of the Engine against the weight-streaming bound (bytes
 read per step divided by the memory bandwidth measured in the same run; of a MoE layer's
 experts, the k of E a token uses).
 
-    python -m experiments.bench_generate [--model PATH|tiny-mixtral|tiny-qwen3-moe]
+    python -m experiments.bench.bench_generate [--model PATH|tiny-mixtral|tiny-qwen3-moe]
         [--threads 2] [--dtype bfloat16|float32] [--no-torch-compile]
 
 `--model tiny-mixtral` / `tiny-qwen3-moe` write a random-weight MoE checkpoint
@@ -38,8 +38,8 @@ import torch
 
 from exec.layers.packed_linear import PackedLinear
 from exec.models.moe_block import SparseMoeBlock
-from experiments.cpu_info import cpu_model
-from experiments.machine_probe import measure_bandwidth
+from experiments.bench.cpu_info import cpu_model
+from experiments.bench.machine_probe import measure_bandwidth
 from experiments.tiny_checkpoint import TINY_MOE, write_tiny_checkpoint
 
 

@@ -15,6 +15,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from experiments.cli.run_output import print_summary, run_config, write_tables
+
 FLEET_FILES = ("requests.parquet", "requests.csv", "steps.parquet", "steps.csv",
                "replicas.parquet", "replicas.csv", "config.json", "summary.json")
 REPLICA_COLUMNS = ("replica", "requests", "completed", "output_throughput", "prefix_hit_rate",
@@ -46,7 +48,6 @@ def is_fleet(args: argparse.Namespace) -> bool:
 
 
 def run_fleet(args: argparse.Namespace, workload, run_args: dict[str, Any]) -> int:
-    from experiments.simulate_cmd import print_summary, run_config
     from sim.fleet.simulate import simulate_fleet
 
     kwargs = {k: v for k, v in run_args.items() if k not in ("dp_size", "enable_dp_attention")}
@@ -65,7 +66,6 @@ def run_fleet(args: argparse.Namespace, workload, run_args: dict[str, Any]) -> i
 
 
 def write_fleet_outputs(out: Path, config: dict[str, Any], result, save_trace: bool) -> None:
-    from experiments.simulate_cmd import write_tables
 
     names = tuple(f"trace-{i}.jsonl" for i in range(len(result.traces)))
     traces = dict(zip(names, result.traces, strict=True)) if save_trace else {}
@@ -74,7 +74,6 @@ def write_fleet_outputs(out: Path, config: dict[str, Any], result, save_trace: b
 
 
 def run_disaggregated(args: argparse.Namespace, workload, run_args: dict[str, Any]) -> int:
-    from experiments.simulate_cmd import print_summary, run_config, write_tables
     from sim.fleet.simulate_disaggregated import parse_layout, simulate_disaggregated
 
     if args.dp_size > 1:

@@ -16,9 +16,9 @@ It does so for four configurations, the default, two common flags (`disable_radi
 default roofline, repeats interleaved across them, and gives each one's wall time against
 the default's; `--engine-args` adds one of your own.
 
-    python -m experiments.bench_sim [--num-requests 1000] [--repeats 3] [--profile]
+    python -m experiments.bench.bench_sim [--num-requests 1000] [--repeats 3] [--profile]
         [--engine-args page_size=16,chunked_prefill_size=2048]
-    python -m experiments.bench_sim --dp 4    # 4 replicas at 4x the rate (bench_fleet)
+    python -m experiments.bench.bench_sim --dp 4    # 4 replicas at 4x the rate (bench_fleet)
 
 Writes experiments/results/bench_sim.json with the configurations it ran; `--profile` also
 prints a cProfile summary of one default run (cumulative and internal time).
@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from experiments.cpu_info import cpu_model
+from experiments.bench.cpu_info import cpu_model
 from shared.trace.run_result import RunResult
 from shared.workload.workload import Workload
 from sim.cost.step_bounds import step_bounds
@@ -160,12 +160,12 @@ def main(argv: list[str] | None = None) -> dict:
                    help="one more engine configuration to time (EngineConfig fields)")
     p.add_argument("--dp", type=int, default=None, metavar="N",
                    help="time N replicas at N x the rate against one engine instead "
-                        "(experiments.bench_fleet)")
+                        "(experiments.bench.bench_fleet)")
     p.add_argument("--out", default="experiments/results/bench_sim.json")
     args = p.parse_args(argv)
     c = BenchConfig(num_requests=args.num_requests, repeats=args.repeats)
     if args.dp is not None:
-        from experiments.bench_fleet import bench_fleet
+        from experiments.bench.bench_fleet import bench_fleet
 
         return bench_fleet(c, args.dp, run_once)
     workload = Workload.sharegpt_like(c.num_requests, vocab_size=c.vocab_size, seed=c.seed,

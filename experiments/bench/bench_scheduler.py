@@ -5,7 +5,7 @@ scheduler's work: `get_next_batch_to_run` + `ForwardBatch.init_new` + `process_b
 (including the step record). Trace materialisation (numpy -> StepRecord tuples, paid once
 when a trace is read or saved) is timed separately.
 
-    python -m experiments.bench_scheduler [--steps 2000] [--batch-sizes 32 64 256]
+    python -m experiments.bench.bench_scheduler [--steps 2000] [--batch-sizes 32 64 256]
 
 Writes experiments/results/bench_scheduler.json with the configuration it ran.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.cpu_info import cpu_model
+from experiments.bench.cpu_info import cpu_model
 from shared import (
     EngineConfig,
     ForwardBatch,

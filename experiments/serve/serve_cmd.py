@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 
-from experiments.arg_types import non_negative_int, positive_int
-from experiments.output_paths import check_output_file
-from experiments.simulate_cmd import engine_args, engine_arguments
+from experiments.cli.arg_types import non_negative_int, positive_int
+from experiments.cli.flags import engine_args, engine_arguments
+from experiments.cli.output_paths import check_output_file
 
 HELP = "an OpenAI-compatible server run by the real executor or the simulator (--simulate)"
 SERVE_HINT = 'batchtwin serve needs the serve extra: pip install -e ".[serve]"'

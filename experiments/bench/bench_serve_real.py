@@ -2,7 +2,7 @@
 medians through `batchtwin serve` (real mode) against the Engine's own for the same
 workload, served online by `Engine.run` without HTTP, as ratios (issue 23).
 
-    python -m experiments.bench_serve_real [--model PATH] [--num-prompts 40] [--rate 2]
+    python -m experiments.bench.bench_serve_real [--model PATH] [--num-prompts 40] [--rate 2]
         [--input-len 32] [--output-len 32] [--rounds 2] [--threads N]
 
 One Engine (SmolLM2-135M-Instruct by default) serves both sides in turn, after a warm-up,
@@ -21,7 +21,7 @@ import asyncio
 
 import numpy as np
 
-from experiments.cpu_info import cpu_model
+from experiments.bench.cpu_info import cpu_model
 
 NAME = "served"
 
@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _requests(args: argparse.Namespace):
-    from experiments.serve.bench_datasets import random_requests
+    from experiments.bench.bench_datasets import random_requests
 
     return random_requests(argparse.Namespace(
         num_prompts=args.num_prompts, request_rate=args.rate, burstiness=1.0, seed=1,
@@ -83,9 +83,9 @@ def _served(engine, sent) -> tuple[dict, list[float]]:
     """bench serve's summary of `sent` through a real-mode server on `engine`, and the
     client's send times (seconds from the first)."""
     from exec.engine.online_engine import ExecOnlineEngine
-    from experiments.bench_serve_mock import app_thread, free_port
+    from experiments.bench.bench_serve_mock import app_thread, free_port
+    from experiments.bench.serve_bench import run_requests, summarize
     from experiments.serve.app import create_app
-    from experiments.serve.bench import run_requests, summarize
     from experiments.serve.text_codec import EngineCodec
 
     engine.reset()   # NOTE: an empty prefix cache for each side, or the second one hits it

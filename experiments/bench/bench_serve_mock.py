@@ -2,7 +2,7 @@
 over HTTP, come to the simulator's own prediction of the same run, and what the HTTP path
 adds (issue 23's mock check; a benchmark, not a test: its numbers depend on the host).
 
-    python -m experiments.bench_serve_mock [--time-scale 1] [--separate-process]
+    python -m experiments.bench.bench_serve_mock [--time-scale 1] [--separate-process]
         [--num-prompts 60] [--rate 8] [--input-len 256] [--output-len 64]
 
 Starts `batchtwin serve --simulate` (Llama-3-8B on an H100, roofline) in this process or,
@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from experiments.cpu_info import cpu_model
+from experiments.bench.cpu_info import cpu_model
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -118,8 +118,8 @@ def measure(base: str, time_scale: float, num_prompts: int, rate: float, input_l
             output_len: int):
     """(bench serve's summary of the run against `base`, `sim.run.simulate`'s summary of the
     same prompts at the client's send times x time_scale)."""
-    from experiments.serve.bench import run_requests, summarize
-    from experiments.serve.bench_datasets import random_requests
+    from experiments.bench.bench_datasets import random_requests
+    from experiments.bench.serve_bench import run_requests, summarize
     from experiments.serve.text_codec import PlaceholderCodec
     from shared import SamplingParams, Workload
     from shared.workload.workload import WorkloadRequest
@@ -147,8 +147,8 @@ def free_port() -> int:
 def thread_server(port: int, time_scale: float):
     """`batchtwin serve --simulate` (Llama-3-8B, H100) on a thread of this process; returns
     its stop()."""
-    from experiments.cli import build_parser
-    from experiments.serve.cmd import build_app
+    from experiments.cli.main import build_parser
+    from experiments.serve.serve_cmd import build_app
 
     args = build_parser().parse_args(["serve", "--simulate", "--time-scale", f"{time_scale!r}"])
     return app_thread(build_app(args), port)
@@ -179,7 +179,7 @@ def subprocess_server(port: int, time_scale: float, flags: Sequence[str] = ()):
     """`batchtwin serve --simulate` with `flags` in a process of its own; returns its stop()."""
     import httpx
 
-    proc = subprocess.Popen([sys.executable, "-m", "experiments.cli", "serve", "--simulate",
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.cli.main", "serve", "--simulate",
                              "--port", str(port), "--time-scale", f"{time_scale:g}", *flags])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

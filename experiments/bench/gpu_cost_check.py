@@ -1,8 +1,8 @@
 """The kernel cost model against the real executor on a GPU (issue 21 §7): one script for a
 lent H200, sized to finish in under 10 minutes.
 
-    python -m experiments.gpu_cost_check [--model llama-3.1-8b] [--hardware h200]
-    python -m experiments.gpu_cost_check --tiny      # the same path on CPU, a tiny model
+    python -m experiments.bench.gpu_cost_check [--model llama-3.1-8b] [--hardware h200]
+    python -m experiments.bench.gpu_cost_check --tiny      # the same path on CPU, a tiny model
 
 It writes a checkpoint with random weights in the model's real shapes (an embedded sim
 config, bf16), serves a grid of batch shapes on `exec`'s Engine (closed batches of 1 to 128
@@ -92,7 +92,7 @@ def _report(rows: list[dict], out: Path) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m experiments.gpu_cost_check",
+    p = argparse.ArgumentParser(prog="python -m experiments.bench.gpu_cost_check",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="llama-3.1-8b", help="an embedded sim config")
     p.add_argument("--hardware", default="h200", help="the cost model's hardware key")

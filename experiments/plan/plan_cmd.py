@@ -29,10 +29,10 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from experiments.arg_types import non_negative_float, non_negative_int, positive_int
+from experiments.cli.arg_types import non_negative_float, non_negative_int, positive_int
+from experiments.cli.flags import engine_profile_arg, engine_profile_arguments
 from experiments.plan.grid import NONE_WORDS, Grid, check_candidates, parse_list
 from experiments.plan.slo import DEFAULT_SLO, format_rate
-from experiments.simulate_cmd import engine_profile_arg, engine_profile_arguments
 
 HELP = "find the highest request rate within SLOs and rank configurations by goodput per GPU"
 EXIT_INFEASIBLE = 3
@@ -40,7 +40,7 @@ MIN_REQUESTS = 10
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    from experiments.workload_flags import WORKLOADS
+    from experiments.cli.workload_flags import WORKLOADS
 
     d = Grid()
     m = p.add_argument_group("model and hardware (comma lists are swept)")

@@ -5,7 +5,7 @@ arguments and `run(args)` does the work and returns an exit code. The commands t
 real executor are wrapped in `needs_exec`: without the exec extra (torch) they exit 1 with
 one line saying how to install it.
 
-Errors are reported here, once for every command (`experiments.cli_errors`): bad input is
+Errors are reported here, once for every command (`experiments.cli.errors`): bad input is
 one line and exit 1, a usage error exit 2, anything else its traceback; `--debug` shows the
 traceback of bad input too.
 """
@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NamedTuple
 
-from experiments import explain_cmd, generate_cmd, prefix_reuse, replay_cmd, simulate_cmd
+from experiments import explain_cmd, generate_cmd, prefix_reuse_cmd, replay_cmd, simulate_cmd
+from experiments.bench import bench_cmd
 from experiments.calibration import calibrate_cmd, fidelity_cmd
-from experiments.cli_errors import (
+from experiments.cli.errors import (
     BAD_INPUT,
     EXIT_USAGE,
     UsageError,
@@ -29,10 +30,9 @@ from experiments.cli_errors import (
     report_bad_input,
     report_usage,
 )
-from experiments.exec_extra import needs_exec
-from experiments.plan import cmd as plan_cmd
-from experiments.serve import bench_cmd
-from experiments.serve import cmd as serve_cmd
+from experiments.cli.exec_extra import needs_exec
+from experiments.plan import plan_cmd
+from experiments.serve import serve_cmd
 
 
 class Command(NamedTuple):
@@ -45,7 +45,7 @@ class Command(NamedTuple):
 COMMANDS = (
     Command("generate", generate_cmd.HELP, generate_cmd.configure,
             needs_exec("generate", generate_cmd.run)),
-    Command("prefix-reuse", prefix_reuse.HELP, prefix_reuse.configure, prefix_reuse.run),
+    Command("prefix-reuse", prefix_reuse_cmd.HELP, prefix_reuse_cmd.configure, prefix_reuse_cmd.run),
     Command("simulate", simulate_cmd.HELP, simulate_cmd.configure, simulate_cmd.run),
     Command("replay", replay_cmd.HELP, replay_cmd.configure, replay_cmd.run),
     Command("explain", explain_cmd.HELP, explain_cmd.configure,

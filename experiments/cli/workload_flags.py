@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from experiments.arg_types import non_negative_float, non_negative_int, positive_int, seed
+from experiments.cli.arg_types import non_negative_float, non_negative_int, positive_int, seed
 
 WORKLOADS = ("sharegpt", "synthetic", "shared-prefix", "multi-tenant", "sessions")
 DEFAULT_LENGTHS = {"sharegpt": (200, 200), "synthetic": (512, 128), "shared-prefix": (128, 256),

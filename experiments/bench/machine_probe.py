@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from experiments.cpu_info import cpu_model
+from experiments.bench.cpu_info import cpu_model
 
 THIS_MACHINE_KEY = "this-machine"
 INTERCONNECT_PLACEHOLDER_BW = 1e9   # one host, no tensor parallelism: never priced at tp=1

@@ -25,8 +25,8 @@ import argparse
 import dataclasses
 import math
 
-from experiments.arg_types import fraction, positive_int
-from experiments.serve.bench import Sent
+from experiments.bench.serve_bench import Sent
+from experiments.cli.arg_types import fraction, positive_int
 from shared.workload.length_dist import Uniform
 from shared.workload.workload import Workload
 

@@ -1,0 +1,1 @@
+"""The `batchtwin` command line: the entry point and its `Command` table (`main.py`), errors, argument types, output paths and the flag groups several commands share. A command is a `<name>_cmd.py` module (HELP, configure, run) plus one row in `main.py`'s COMMANDS."""
