@@ -20,7 +20,7 @@ from shared.request.sampling_params import SamplingParams
 from shared.trace.trace import Trace
 from shared.workload.workload import Workload, WorkloadRequest
 from sim.cost.roofline.model import RooflineCostModel
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.run.driver import drive_workload
 from sim.run.sim_model_runner import SimModelRunner

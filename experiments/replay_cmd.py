@@ -73,7 +73,7 @@ def cost_model(args: argparse.Namespace, trace):
     """(CostModel or None, a description) from the flags; None means the header's roofline."""
     from sim.cost.calibrated import CalibratedCostModel
     from sim.cost.roofline.model import RooflineCostModel
-    from sim.hardware.hardware import get_hardware
+    from sim.hardware.lookup import get_hardware
     from sim.model.from_config import get_model_shape
     from sim.run.replay import default_cost_model
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 def start_sim_server(argv: list[str]) -> tuple[str, Callable[[], None]]:
     """(base url, stop()) of `batchtwin serve --simulate ARGV` on a free loopback port."""
     from experiments.bench.bench_serve_mock import app_thread, free_port
-    from experiments.cli.main import build_parser
+    from experiments.main import build_parser
     from experiments.serve.serve_cmd import build_app
 
     port = free_port()

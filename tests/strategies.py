@@ -308,7 +308,7 @@ def batch_growths(draw):
 def cost_model_keys() -> list[tuple[str, str, int]]:
     """Every (embedded model, catalogue chip, tp in 1, 2, 4, 8) whose tp the model can shard
     (`sim.model.parallelism.check_tp`)."""
-    from sim.hardware.hardware import hardware_catalogue
+    from sim.hardware.lookup import hardware_catalogue
     from sim.model.embedded_configs import EMBEDDED_CONFIGS
     from sim.model.from_config import get_model_shape
 
@@ -426,7 +426,7 @@ def dense_decode_cases(draw, max_batch: int = 512, max_seq_len: int = 16384):
     a decode step by its rows and KV total, so one length per step loses nothing."""
     from hypothesis import assume
 
-    from sim.hardware.hardware import hardware_catalogue
+    from sim.hardware.lookup import hardware_catalogue
     from sim.model.from_config import EMBEDDED_CONFIGS, get_model_shape
     from sim.model.kv_capacity import kv_capacity_tokens
 

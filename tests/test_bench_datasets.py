@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.bench.bench_datasets import dataset_requests
-from experiments.cli.main import build_parser
+from experiments.main import build_parser
 from experiments.serve.text_codec import PlaceholderCodec
 from shared.workload.workload import Workload
 

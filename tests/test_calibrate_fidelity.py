@@ -9,10 +9,10 @@ import pytest
 from experiments.calibration import calibrate_cmd
 from experiments.calibration.grid import ShapeGrid, scenarios
 from experiments.calibration.run import CalibrationConfig, calibrate
-from experiments.cli.main import main
+from experiments.main import main
 from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
 from sim.cost.calibrated import CalibratedCostModel
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 
 SMALL = ShapeGrid(prefill_lens=(16, 96), prefix_lens=(64,), extend_len=16,
                   decode=((1, 16), (4, 32), (8, 16)), decode_steps=4, ragged=((8, 40),),
@@ -119,7 +119,7 @@ def test_auto_dtype_is_float32_on_a_cpu_without_fast_bfloat16(fast, expected, mo
     monkeypatch.setattr(exec.layers.packed_linear, "cpu_has_fast_kernels", lambda dtype: fast)
     assert resolve_dtype("auto", torch.device("cpu")) == expected
     assert resolve_dtype("bfloat16", torch.device("cpu")) == "bfloat16"
-    from experiments.cli.main import build_parser
+    from experiments.main import build_parser
 
     assert build_parser().parse_args(["calibrate"]).dtype == "auto"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.cli.main import main
+from experiments.main import main
 
 SIM = ["--model", "smollm2-135m", "--num-requests", "4", "--rate", "50", "--prompt-len", "16",
        "--output-len", "4", "--no-progress"]
@@ -229,7 +229,7 @@ def test_a_closed_stdout_pipe_exits_quietly():
     read, write = os.pipe()
     os.close(read)
     try:
-        done = subprocess.run([sys.executable, "-m", "experiments.cli.main", "simulate", *SIM],
+        done = subprocess.run([sys.executable, "-m", "experiments.main", "simulate", *SIM],
                               stdout=write, stderr=subprocess.PIPE, text=True, timeout=300)
     finally:
         os.close(write)

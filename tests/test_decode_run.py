@@ -11,7 +11,7 @@ from shared.workload.workload import WorkloadRequest
 from sim.cost.base import CostModel, StepCost
 from sim.cost.batch_shape import BatchShape
 from sim.cost.roofline.model import RooflineCostModel
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.run.driver import delays_to, drive_workload
 from sim.run.sim_model_runner import SimModelRunner

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from experiments.cli.main import main
 from experiments.explain import explain
 from experiments.explain_cmd import MARK, format_explain
 from experiments.golden_example import explain_sim
+from experiments.main import main
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from shared import EngineConfig, ModelInfo, SamplingParams, Scheduler, Workload
 from shared.workload.length_dist import Fixed, Uniform
 from shared.workload.workload import WorkloadRequest
 from sim.cost.roofline.model import RooflineCostModel
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.run.driver import drive_workload
 from sim.run.online_sim import SimulatedOnlineEngine

@@ -23,7 +23,7 @@ class NoExecExtra:
         return None
 
 sys.meta_path.insert(0, NoExecExtra())
-from experiments.cli.main import main
+from experiments.main import main
 sys.exit(main(sys.argv[1:]))
 """
 PLAN = ["plan", "--model", "smollm2-135m", "--workload", "synthetic", "--prompt-len", "64",

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from experiments.cli.main import main
+from experiments.main import main
 from experiments.plan.grid import Grid, parse_list
 from experiments.plan.plan_cmd import EXIT_INFEASIBLE
 from experiments.plan.point import PlanSpec, WorkloadSpec

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from experiments.cli.main import main
+from experiments.main import main
 
 SMALL = ["plan", "--model", "smollm2-135m", "--workload", "synthetic", "--prompt-len", "64",
          "--output-len", "16", "--num-requests", "40", "--seeds", "1", "--rate-tolerance", "0.2",

@@ -238,7 +238,7 @@ def test_trtllm_bench_limits_follow_the_tools_heuristic():
     of KV at 0.266 GiB per request is 212 requests: batch 224 (rounded up to 32), tokens
     224 x (1 + 128/2048) = 238, floored at 2048."""
     from experiments.published_check.trtllm_bench_limits import trtllm_bench_limits
-    from sim.hardware.hardware import get_hardware
+    from sim.hardware.lookup import get_hardware
     from sim.model.from_config import get_model_shape
 
     limits = trtllm_bench_limits(get_model_shape("llama-3.1-8b"), get_hardware("a100-80g"), 1,

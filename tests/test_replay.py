@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from exec.engine.engine import Engine
-from experiments.cli.main import main
+from experiments.main import main
 from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler, Trace, Workload
 from shared.batch.forward_batch import ForwardBatch
 from sim import ReplayResult, replay
 from sim.cost.calibrated import CalibratedCostModel
 from sim.cost.roofline.model import RooflineCostModel
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.run.sim_model_runner import SimModelRunner
 from sim.run.simulate import simulate

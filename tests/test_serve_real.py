@@ -173,7 +173,7 @@ def test_bench_serve_runs_a_bounded_load_against_the_real_server(smollm, capsys)
     """`batchtwin bench serve` sends 40 requests at 8 req/s and every one completes; /metrics'
     success, generation and prompt counters grow by exactly what bench serve counted."""
     served, _ = smollm
-    from experiments.cli.main import main
+    from experiments.main import main
 
     argv = ["bench", "serve", "--base-url", served.base, "--model", NAME, "--num-prompts", "40",
             "--request-rate", "8", "--random-input-len", "24", "--random-output-len", "8"]
@@ -240,7 +240,7 @@ def test_shutdown_aborts_streams_in_flight_and_leaves_no_kv(tiny_checkpoint, tmp
     assert_idle_and_leak_free(s.engine)
     reasons = [r.finish_reason.type for r in s.engine.trace.requests.values()]
     assert reasons == ["abort"] * 4
-    from experiments.cli.main import main
+    from experiments.main import main
 
     assert main(["replay", str(trace), "--no-plot", "--hardware", "h100"]) == 0
 

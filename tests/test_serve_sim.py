@@ -122,7 +122,7 @@ def test_bad_requests_leave_sixteen_streams_to_finish_and_metrics_count_them(ser
 
 def test_simulator_only_flags_are_refused_in_real_mode(capsys):
     """--hardware without --simulate is a usage error naming the flag, before anything loads."""
-    from experiments.cli.main import main
+    from experiments.main import main
 
     assert main(["serve", "--hardware", "h100"]) == 1
     assert "--hardware go(es) with --simulate" in capsys.readouterr().err
@@ -145,7 +145,7 @@ def test_generate_and_server_info_answer_in_sglangs_shape(server):
 def test_bench_serve_shared_prefix_hits_the_servers_prefix_cache(server, capsys):
     """bench serve's shared-prefix dataset completes against the simulated server, and the
     server's prefix cache counts hits: the groups' system prompts arrive as shared text."""
-    from experiments.cli.main import main
+    from experiments.main import main
 
     before = metric_samples(server)
     assert main(["bench", "serve", "--base-url", server, "--model", "llama-3-8b",

@@ -44,7 +44,7 @@ def test_a_full_queue_answers_503_with_a_retry_hint_and_then_serves_again():
 def test_a_served_runs_trace_out_replays(tmp_path):
     """--trace-out saves the served run's step trace at shutdown (answers ended early by
     --output-len-median among them); batchtwin replay --strict reproduces its schedule."""
-    from experiments.cli.main import main
+    from experiments.main import main
 
     trace = tmp_path / "served.jsonl"
     base, stop = start_sim_server(["--time-scale", "50", "--trace-out", str(trace), "--output-len-median", "3"])

@@ -15,7 +15,7 @@ from sim.cost.kernel.model import KernelCostModel
 from sim.cost.kernel.params import KernelParams
 from sim.hardware.chip_kernels import chip_kernels
 from sim.hardware.collectives import allreduce_time
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.model.kv_capacity import kv_capacity_tokens
 from sim.model.parallelism import kv_bytes_per_token_per_rank, weight_bytes_per_gpu

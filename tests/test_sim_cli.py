@@ -7,7 +7,7 @@ import sys
 import pandas as pd
 import pytest
 
-from experiments.cli.main import main
+from experiments.main import main
 
 SMALL = ["simulate", "--model", "smollm2-135m", "--num-requests", "8", "--rate", "50",
          "--prompt-len", "32", "--output-len", "8", "--no-progress"]
@@ -94,7 +94,7 @@ def test_the_command_line_loads_without_torch_or_matplotlib():
     """Building the parsers (`batchtwin simulate`, `plan`, --help) imports neither torch nor
     matplotlib: only calibrate, fidelity, generate and explain (without --sim-only) load
     them, when they run."""
-    code = ("import sys; from experiments.cli.main import build_parser; build_parser(); "
+    code = ("import sys; from experiments.main import build_parser; build_parser(); "
             "print(','.join(m for m in ('torch', 'matplotlib', 'exec') if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.strip()

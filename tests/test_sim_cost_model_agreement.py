@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from sim.cost.batch_shape import BatchShape
 from sim.cost.kernel.model import KernelCostModel
 from sim.cost.roofline.model import RooflineCostModel
-from sim.hardware.hardware import get_hardware, hardware_catalogue
+from sim.hardware.lookup import get_hardware, hardware_catalogue
 from sim.model.from_config import EMBEDDED_CONFIGS, get_model_shape
 from sim.model.kv_capacity import kv_capacity_tokens
 from sim.model.parallelism import check_tp

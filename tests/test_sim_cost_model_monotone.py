@@ -17,7 +17,7 @@ from sim.cost.batch_shape import BatchShape
 from sim.cost.kernel.model import KernelCostModel
 from sim.cost.kernel.prefill_attention import query_tile_pairs, tiled_makespan
 from sim.cost.roofline.model import RooflineCostModel
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from tests.strategies import batch_growths, cost_model_keys
 

@@ -18,7 +18,7 @@ from sim.cost.calibrated import FEATURES, CalibratedCostModel, nnls, shape_featu
 from sim.cost.roofline.latency import kernel_latency
 from sim.cost.roofline.model import RooflineCostModel
 from sim.cost.roofline.overheads import Overheads
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.model.kv_capacity import kv_capacity_tokens
 from tests.scripted_runner import ScriptedRunner, drive

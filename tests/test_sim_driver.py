@@ -10,7 +10,7 @@ from shared import EngineConfig, FinishReason, ModelInfo, Scheduler, Workload
 from sim.cost.base import ZeroCostModel
 from sim.cost.batch_shape import BatchShape
 from sim.cost.roofline.model import RooflineCostModel
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.run.driver import drive_workload
 from sim.run.simulate import build_simulation

@@ -7,7 +7,7 @@ import json
 from exec.engine.engine import Engine
 from shared import SamplingParams, Workload
 from sim.cost.roofline.model import RooflineCostModel
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.run.driver import drive_workload
 from sim.run.simulate import build_simulation

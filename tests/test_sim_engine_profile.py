@@ -10,7 +10,7 @@ from shared import Workload
 from sim.cost.batch_shape import BatchShape
 from sim.cost.engine_profile import ENGINE_PROFILES, SOURCES, EngineProfile, get_engine_profile
 from sim.cost.kernel.model import KernelCostModel
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.run.simulate import build_simulation, simulate
 

@@ -1,17 +1,12 @@
-"""The hardware catalogue (sim/hardware/hardware.py): provenance of every number, JSON entries, errors."""
+"""The hardware catalogue (sim/hardware/hardware.py, sim/hardware/lookup.py): provenance of every number, JSON entries, errors."""
 
 import json
 
 import pytest
 
 from sim.hardware.catalogue import CATALOGUE
-from sim.hardware.hardware import (
-    NUMBER_FIELDS,
-    Hardware,
-    get_hardware,
-    hardware_catalogue,
-    load_hardware_file,
-)
+from sim.hardware.hardware import NUMBER_FIELDS, Hardware
+from sim.hardware.lookup import get_hardware, hardware_catalogue, load_hardware_file
 
 ISSUE_KEYS = ("a100-80g", "h100", "h200", "b200", "910b", "mi300x")
 # Ridge points (bf16 FLOP per byte) from reference/simulators.md §8.

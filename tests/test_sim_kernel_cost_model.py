@@ -14,7 +14,7 @@ from sim.cost.kernel.model import KernelCostModel
 from sim.cost.kernel.params import KernelParams
 from sim.hardware.chip_kernels import chip_kernels
 from sim.hardware.collectives import allgather_time, allreduce_time
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.model.layer_gemms import forward_gemms
 

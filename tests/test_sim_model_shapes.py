@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from experiments.cli.main import main
+from experiments.main import main
 from sim.model.from_config import (
     EMBEDDED_CONFIGS,
     causal_pairs,

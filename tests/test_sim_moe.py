@@ -6,12 +6,13 @@ import math
 
 import pytest
 
-from experiments.cli.main import main
+from experiments.main import main
 from sim.cost.batch_shape import BatchShape
 from sim.cost.expert_routing import ExpertRouting
 from sim.cost.roofline.latency import kernel_latency
 from sim.cost.roofline.model import RooflineCostModel
-from sim.hardware.hardware import Efficiencies, get_hardware
+from sim.hardware.hardware import Efficiencies
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import config_dict, get_model_shape
 from sim.model.parallelism import weight_bytes_per_gpu
 

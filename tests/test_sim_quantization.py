@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments.cli.main import main
+from experiments.main import main
 from shared.workload.workload import Workload
 from sim.cost.batch_shape import BatchShape
 from sim.cost.kernel.elementwise_traffic import elementwise_row_bytes
@@ -14,7 +14,8 @@ from sim.cost.kernel.model import KernelCostModel
 from sim.cost.roofline.latency import kernel_latency
 from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.chip_kernels import chip_kernels
-from sim.hardware.hardware import NUMBER_FIELDS, get_hardware, load_hardware_file
+from sim.hardware.hardware import NUMBER_FIELDS
+from sim.hardware.lookup import get_hardware, load_hardware_file
 from sim.hardware.precision import run_dtypes
 from sim.model.from_config import get_model_shape
 from sim.model.kv_capacity import kv_capacity_tokens

@@ -12,7 +12,7 @@ from sim.cost.kernel.gemm_time import gemm_rows
 from sim.cost.roofline.latency import AllReduces
 from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.collectives import allreduce_time
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 
 H100 = get_hardware("h100")

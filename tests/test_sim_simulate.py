@@ -11,7 +11,7 @@ import sim
 from shared import EngineConfig, Trace, Workload, cuda_graph_batch_sizes
 from sim.cost.base import ZeroCostModel
 from sim.cost.calibrated import FEATURES, CalibratedCostModel
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import embedded_configs, get_model_shape
 from sim.model.kv_capacity import kv_capacity_tokens
 

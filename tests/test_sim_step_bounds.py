@@ -19,7 +19,7 @@ from sim.cost.kernel.model import KernelCostModel
 from sim.cost.roofline.model import RooflineCostModel
 from sim.cost.roofline.overheads import Overheads
 from sim.cost.step_bounds import step_bounds
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.run.simulate import simulate
 

@@ -18,7 +18,7 @@ from sim.hardware.cluster_network import (
     distinct_remote_nodes,
     node_network,
 )
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.ep_options import EPOptions
 from sim.model.from_config import get_model_shape
 from sim.run.simulate import build_simulation

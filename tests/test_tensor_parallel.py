@@ -14,7 +14,7 @@ from exec.engine.engine import Engine
 from exec.engine.tp_worker import TPJob, launch
 from exec.loading.model_files import check_tp_model
 from exec.models.tp_shard import shard_model
-from experiments.cli.main import main
+from experiments.main import main
 from tests.engine_checks import assert_idle_and_leak_free
 
 PREFIX = list(range(1, 13))

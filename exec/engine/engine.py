@@ -22,6 +22,7 @@ from exec.distributed.tp_group import TPGroup
 from exec.engine.generate_args import is_single_prompt, params_per_prompt
 from exec.engine.generate_output import GenerateOutput
 from exec.engine.logprob_collector import LogprobCollector
+from exec.engine.online import run_workload
 from exec.engine.output_tracker import OutputTracker, StreamOutput
 from exec.engine.overlap_worker import OverlapWorker
 from exec.loading.chat import as_messages, render_chat
@@ -136,7 +137,7 @@ class Engine:
         single = is_single_prompt(prompts, chat)
         plist = [prompts] if single else list(prompts)
         reqs = self.make_requests(plist, params_per_prompt(sampling_params, len(plist)), chat=chat)
-        with self._busy():  # NOTE: a stream collected here must not step a half-queued call
+        with self.busy():  # NOTE: a stream collected here must not step a half-queued call
             for r in reqs:
                 self.scheduler.add_request(r)
         if stream:
@@ -148,8 +149,6 @@ class Engine:
 
     def run(self, workload):
         """Serve a `shared.Workload` online (arrivals in wall-clock time); see exec.engine.online."""
-        from exec.engine.online import run_workload
-
         return run_workload(self, workload)
 
     def abort(self, rid: str, message: str = "aborted by the client") -> bool:
@@ -365,7 +364,7 @@ class Engine:
         FatalRunnerError (a tensor-parallel forward failed), raised here and by every later
         step. Returns the ForwardBatch that ran and the requests finished, or None when
         nothing ran."""
-        with self._busy():
+        with self.busy():
             self._abort_abandoned()
             return self._step(self.now() if now is None else now, on_processed)
 
@@ -405,7 +404,7 @@ class Engine:
         return out, runner_call(self.runner.sample, out, fb)
 
     @contextlib.contextmanager
-    def _busy(self) -> Iterator[None]:
+    def busy(self) -> Iterator[None]:
         """Mark a step or a serving loop as running: a stream dropped meanwhile (collected,
         maybe on the forward thread) is aborted at the next step, not in the middle."""
         self._busy_depth += 1

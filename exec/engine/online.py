@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from shared.trace.run_result import RunResult
 from shared.workload.workload import Workload
 
-if TYPE_CHECKING:
-    from exec.engine.engine import Engine
-
 MAX_IDLE_SLEEP_S = 0.05
+
+
+class Engine(Protocol):
+    """What an online run uses of `exec.engine.engine.Engine` (which calls it: `Engine.run`)."""
+
+    scheduler: Any
+    trace: Any
+
+    def now(self) -> float: ...
+    def make_requests(self, prompts: list, params: list, **kwargs: Any) -> list: ...
+    def forget(self, req: Any) -> None: ...
+    def busy(self) -> AbstractContextManager[None]: ...
+    def drain(self) -> None: ...
+    def step(self, now: float | None = None) -> Any: ...
 
 
 def run_workload(engine: Engine, workload: Workload) -> RunResult:
@@ -43,8 +55,8 @@ def run_workload(engine: Engine, workload: Workload) -> RunResult:
 def _serve(engine: Engine, reqs: list) -> None:
     """Admit and step until every request of `reqs` finished. A request whose forward or
     sampling raises ends aborted with the error (Engine.step) and the run goes on; a
-    stream dropped meanwhile is aborted at the next step (Engine._busy)."""
-    with engine._busy():
+    stream dropped meanwhile is aborted at the next step (Engine.busy)."""
+    with engine.busy():
         _serve_loop(engine, reqs)
     engine.drain()
     if engine.scheduler.is_idle():

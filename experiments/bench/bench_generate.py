@@ -39,7 +39,7 @@ import torch
 from exec.layers.packed_linear import PackedLinear
 from exec.models.moe_block import SparseMoeBlock
 from experiments.bench.cpu_info import cpu_model
-from experiments.bench.machine_probe import measure_bandwidth
+from experiments.calibration.machine_probe import measure_bandwidth
 from experiments.tiny_checkpoint import TINY_MOE, write_tiny_checkpoint
 
 

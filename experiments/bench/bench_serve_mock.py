@@ -147,7 +147,7 @@ def free_port() -> int:
 def thread_server(port: int, time_scale: float):
     """`batchtwin serve --simulate` (Llama-3-8B, H100) on a thread of this process; returns
     its stop()."""
-    from experiments.cli.main import build_parser
+    from experiments.main import build_parser
     from experiments.serve.serve_cmd import build_app
 
     args = build_parser().parse_args(["serve", "--simulate", "--time-scale", f"{time_scale!r}"])
@@ -179,7 +179,7 @@ def subprocess_server(port: int, time_scale: float, flags: Sequence[str] = ()):
     """`batchtwin serve --simulate` with `flags` in a process of its own; returns its stop()."""
     import httpx
 
-    proc = subprocess.Popen([sys.executable, "-m", "experiments.cli.main", "serve", "--simulate",
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.main", "serve", "--simulate",
                              "--port", str(port), "--time-scale", f"{time_scale:g}", *flags])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

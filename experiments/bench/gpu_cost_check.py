@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from sim.cost.kernel.model import KernelCostModel
-    from sim.hardware.hardware import get_hardware
+    from sim.hardware.lookup import get_hardware
     from sim.model.from_config import config_dict, shape_from_config
 
     device = "cpu" if args.tiny else "cuda"

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write(r: Calibration, c: CalibrationConfig, out: Path) -> None:
-    from experiments.bench.machine_probe import hardware_entry
+    from experiments.calibration.machine_probe import hardware_entry
 
     out.mkdir(parents=True, exist_ok=True)
     r.cost_model.save(out / "cost_model.json")

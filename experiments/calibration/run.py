@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import torch
 
-from experiments.bench.machine_probe import MachineRates, measure_machine
 from experiments.calibration.config import CalibrationConfig
 from experiments.calibration.grid import Scenario, scenarios
+from experiments.calibration.machine_probe import MachineRates, measure_machine
 from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
 from shared.request.sampling_params import SamplingParams
 from shared.workload.workload import Workload

@@ -15,7 +15,7 @@ from experiments.dev.tiny_models import COMMON
 from shared import ModelInfo, Scheduler, Trace
 from sim.cost.base import CostModel
 from sim.cost.roofline.model import RooflineCostModel
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 
 TINY_INFO = ModelInfo(COMMON["vocab_size"], (COMMON["eos_token_id"],),

@@ -123,7 +123,7 @@ def parse_list(text: str, flag: str, convert: Callable[[str], Any],
 def check_candidates(model: str, candidates: Sequence[Candidate]) -> None:
     """Every name and knob is known and valid for the model; ValueError naming the bad one."""
     from shared.config.engine_config import EngineConfig
-    from sim.hardware.hardware import get_hardware
+    from sim.hardware.lookup import get_hardware
     from sim.hardware.precision import check_precision, run_dtypes
     from sim.model.parallelism import check_ep, check_tp
     from sim.run.simulate import load_model

@@ -111,7 +111,7 @@ def _trt_limits(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str,
 def _heuristic_limits(notes: list[str], sim_args: Mapping[str, Any], workload: Any
                       ) -> dict[str, Any]:
     from experiments.published_check.trtllm_bench_limits import trtllm_bench_limits
-    from sim.hardware.hardware import get_hardware
+    from sim.hardware.lookup import get_hardware
     from sim.hardware.precision import run_dtypes
     from sim.model.from_config import get_model_shape
 

@@ -1,4 +1,4 @@
-"""The built-in hardware entries (`sim.hardware.hardware.hardware_catalogue` reads them), each number
+"""The built-in hardware entries (`sim.hardware.lookup.hardware_catalogue` reads them), each number
 with its source; the entry type, the JSON override format and the checks are in
 `sim.hardware.hardware`."""
 

@@ -34,7 +34,7 @@ from shared.request.req import Req
 from shared.trace.trace import RequestRecord, Trace
 from sim.cost.base import CostModel, ZeroCostModel, reprice
 from sim.cost.roofline.model import RooflineCostModel
-from sim.hardware.hardware import get_hardware
+from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.run.sim_model_runner import SimModelRunner
 from sim.run.token_source import ReplayTokenSource

@@ -50,7 +50,8 @@ from sim.cost.kernel.model import KernelCostModel
 from sim.cost.kernel.params import KernelParams
 from sim.cost.roofline.model import RooflineCostModel
 from sim.cost.step_bounds import step_bounds
-from sim.hardware.hardware import Hardware, get_hardware
+from sim.hardware.hardware import Hardware
+from sim.hardware.lookup import get_hardware
 from sim.hardware.precision import check_precision, run_dtypes
 from sim.model.ep_options import EPOptions
 from sim.model.from_config import (

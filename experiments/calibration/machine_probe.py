@@ -67,7 +67,7 @@ def measure_machine(device: str = "cpu") -> MachineRates:
 
 
 def hardware_entry(rates: MachineRates, when: str) -> dict[str, Any]:
-    """A hardware JSON entry (`sim.hardware.hardware.load_hardware_file` format) for these rates."""
+    """A hardware JSON entry (`sim.hardware.lookup.load_hardware_file` format) for these rates."""
     how = (f"measured by batchtwin calibrate on {when}, {rates.device} "
            f"({cpu_model()}), {rates.threads} threads")
     number = {
