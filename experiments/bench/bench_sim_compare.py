@@ -23,7 +23,7 @@ from pathlib import Path
 
 from experiments.bench.cpu_info import cpu_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OLD = "e863ede"   # the last commit before issue 21's cost model work
 
 
