@@ -23,11 +23,9 @@ from typing import Any
 from experiments.cli.arg_types import positive_int
 from experiments.cli.errors import UsageError
 from experiments.cli.flags import (
-    engine_args,
+    deployment,
     engine_arguments,
-    engine_profile_arg,
     engine_profile_arguments,
-    parallelism_args,
     parallelism_arguments,
 )
 from experiments.cli.output_paths import check_output_folder
@@ -73,7 +71,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from shared.trace.run_result import SLO
-    from sim.run.simulate import load_model, simulate
+    from sim.run.build import load_model
+    from sim.run.simulate import simulate
 
     if args.save_trace and not args.out:
         raise UsageError("--save-trace writes into --out; give --out DIR")
@@ -81,15 +80,13 @@ def run(args: argparse.Namespace) -> int:
         check_output_folder(args.out, "--out", args.overwrite)
     _, shape = load_model(args.model)
     workload = make_workload(args, shape.vocab_size)
-    run_args = {"model": args.model, "hardware": args.hardware, "tp": args.tp,
-                **parallelism_args(args), "cost_model": args.cost_model,
-                "engine_profile": engine_profile_arg(args), "seed": args.seed,
-                "slo": _slo(args, SLO), "progress": not args.no_progress, **engine_args(args)}
+    dep = deployment(args)
+    run_args = {"seed": args.seed, "slo": _slo(args, SLO), "progress": not args.no_progress}
     if args.disaggregate:
-        return run_disaggregated(args, workload, run_args)
+        return run_disaggregated(args, workload, dep, run_args)
     if is_fleet(args):
-        return run_fleet(args, workload, run_args)
-    result = simulate(workload, **run_args)
+        return run_fleet(args, workload, dep, run_args)
+    result = simulate(workload, dep, **run_args)
     config = run_config(args, workload, result.trace, result.slo)
     print_summary(config, result)
     if args.out:

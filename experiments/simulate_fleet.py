@@ -1,10 +1,10 @@
 """`batchtwin simulate --dp N [--router POLICY]`: the workload on N engine replicas behind a
-router (`sim.fleet.simulate`); prints the fleet's metrics and one row per replica, and with
+router (`sim.fleet.fleet_layout`); prints the fleet's metrics and one row per replica, and with
 `--out` writes requests and steps (with a `replica` column), replicas, config.json and
 summary.json (`--save-trace`: one trace-{i}.jsonl per replica).
 
 `batchtwin simulate --disaggregate xPyD [--prefill-tp N] [--decode-tp N]`: prefill/decode
-disaggregation (`sim.fleet.simulate_disaggregated`), --router choosing the prefill instance and
+disaggregation (`sim.fleet.disagg_layout`), --router choosing the prefill instance and
 --decode-router the decode one; `--out` writes requests (with prefill_instance,
 decode_instance, transfer), steps (with role, instance), config.json and summary.json.
 """
@@ -47,11 +47,13 @@ def is_fleet(args: argparse.Namespace) -> bool:
     return args.dp_size > 1 and not args.enable_dp_attention
 
 
-def run_fleet(args: argparse.Namespace, workload, run_args: dict[str, Any]) -> int:
-    from sim.fleet.simulate import simulate_fleet
+def run_fleet(args: argparse.Namespace, workload, deployment, run_args: dict[str, Any]) -> int:
+    """`--dp N` replicas of `deployment` (its dp fields count replicas, not attention ranks)."""
+    from sim.fleet.fleet_layout import Fleet
+    from sim.run.simulate import simulate
 
-    kwargs = {k: v for k, v in run_args.items() if k not in ("dp_size", "enable_dp_attention")}
-    result = simulate_fleet(workload, replicas=args.dp_size, router=args.router, **kwargs)
+    replica = deployment.replace(dp_size=1, enable_dp_attention=False)
+    result = simulate(workload, replica, Fleet(args.dp_size, args.router), **run_args)
     config = run_config(args, workload, result.traces[0], result.slo,
                         replicas=args.dp_size, router=args.router)
     print_summary(config, result)
@@ -73,19 +75,19 @@ def write_fleet_outputs(out: Path, config: dict[str, Any], result, save_trace: b
                  config, result.summary, FLEET_FILES + names, traces)
 
 
-def run_disaggregated(args: argparse.Namespace, workload, run_args: dict[str, Any]) -> int:
-    from sim.fleet.simulate_disaggregated import parse_layout, simulate_disaggregated
+def run_disaggregated(args: argparse.Namespace, workload, deployment,
+                      run_args: dict[str, Any]) -> int:
+    from sim.fleet.disagg_layout import Disaggregated, parse_layout
+    from sim.run.simulate import simulate
 
     if args.dp_size > 1:
         raise ValueError("--disaggregate sets the instance counts; drop --dp")
     prefill, decode = parse_layout(args.disaggregate)
-    kwargs = {k: v for k, v in run_args.items() if k not in ("dp_size", "enable_dp_attention")}
-    result = simulate_disaggregated(workload, prefill=prefill, decode=decode,
-                                    prefill_tp=args.prefill_tp, decode_tp=args.decode_tp,
-                                    prefill_ep=args.prefill_ep_size,
-                                    decode_ep=args.decode_ep_size,
-                                    prefill_router=args.router, decode_router=args.decode_router,
-                                    **kwargs)
+    layout = Disaggregated(prefill, decode, prefill_tp=args.prefill_tp, decode_tp=args.decode_tp,
+                           prefill_ep=args.prefill_ep_size, decode_ep=args.decode_ep_size,
+                           prefill_router=args.router, decode_router=args.decode_router)
+    instance = deployment.replace(dp_size=1, enable_dp_attention=False)
+    result = simulate(workload, instance, layout, **run_args)
     config = run_config(args, workload, result.run.prefill_traces[0], result.slo,
                         disaggregate=args.disaggregate, prefill_tp=args.prefill_tp or args.tp,
                         decode_tp=args.decode_tp or args.tp, router=args.router,

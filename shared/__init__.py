@@ -36,7 +36,7 @@ from shared.request.sampling_params import TOP_K_ALL, SamplingParams
 from shared.request.validation import validate_request
 from shared.trace.run_result import SLO, RunResult
 from shared.trace.step_record import FieldDiff, StepRecord
-from shared.trace.trace import RequestRecord, Trace
+from shared.trace.trace import RequestRecord, Trace, TraceHeader
 from shared.workload.length_dist import (
     Empirical,
     Fixed,
@@ -88,6 +88,7 @@ __all__ = [
     "StepRecord",
     "TokenToKVPoolAllocator",
     "Trace",
+    "TraceHeader",
     "TreeNode",
     "Uniform",
     "Workload",

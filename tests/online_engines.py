@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
+from sim.run.build import build_simulation
 from sim.run.online_sim import SimulatedOnlineEngine
-from sim.run.simulate import build_simulation
 
 HANG_S = 60   # NOTE: hang detection only: every wait here ends long before
 

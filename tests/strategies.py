@@ -163,17 +163,18 @@ def small_engine_args(draw, workload) -> dict:
 
 @st.composite
 def disagg_layouts(draw, max_prefill: int = 2, max_decode: int = 3) -> dict:
-    """`simulate_disaggregated` keywords: xPyD, the KV link (free to slow) and both routers."""
+    """Disaggregated layouts: xPyD, the KV link (free to slow) and both routers."""
     import math
 
+    from sim.fleet.disagg_layout import Disaggregated
     from sim.routers import ROUTERS
 
     routers = st.sampled_from(sorted(ROUTERS))
-    return {"prefill": draw(st.integers(1, max_prefill)),
-            "decode": draw(st.integers(1, max_decode)),
-            "kv_link_latency": draw(st.sampled_from((0.0, 1e-5, 2e-3))),
-            "kv_link_bandwidth": draw(st.sampled_from((math.inf, 1e9, 1e6))),
-            "prefill_router": draw(routers), "decode_router": draw(routers)}
+    return Disaggregated(prefill=draw(st.integers(1, max_prefill)),
+                         decode=draw(st.integers(1, max_decode)),
+                         kv_link_latency=draw(st.sampled_from((0.0, 1e-5, 2e-3))),
+                         kv_link_bandwidth=draw(st.sampled_from((math.inf, 1e9, 1e6))),
+                         prefill_router=draw(routers), decode_router=draw(routers))
 
 
 # --- fuzzing bad input (tests/test_fuzz_requests.py) ------------------------------------------

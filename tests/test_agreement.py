@@ -109,7 +109,7 @@ def test_sim_schedules_every_step_exactly_as_exec_does(tiny_exec, case):
     exactly out_cache_loc and gives the LM head pruned_rows; pools stay consistent and leak
     nothing; a teacher-forced replay of exec's trace re-schedules 100% of its steps."""
     agreement = check_agreement(tiny_exec.make_runner, replay_runner(), case,
-                                clock=tiny_exec.clock, probe_a=TorchSpecProbe)
+                                header_a=tiny_exec.header, clock=tiny_exec.clock, probe_a=TorchSpecProbe)
     result = replay(agreement.reference, cost_model=tiny_exec.clock)
     assert (result.agree_fraction, result.first_divergence) == (1.0, None), result.steps
     assert result.mape < 1e-9
@@ -135,7 +135,7 @@ def test_sim_schedules_every_step_exactly_as_exec_runs_a_moe_model(tiny_moe_exec
     """The agreement property on a MoE model: exec's tiny Mixtral and sim replaying its
     tokens give equal StepRecords and outcomes, under the spec probe's checks."""
     check_agreement(tiny_moe_exec.make_runner, replay_runner(), case,
-                    clock=tiny_moe_exec.clock, probe_a=TorchSpecProbe)
+                    header_a=tiny_moe_exec.header, clock=tiny_moe_exec.clock, probe_a=TorchSpecProbe)
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def test_sim_schedules_every_step_exactly_as_exec_runs_an_mla_model(tiny_mla_exe
     """The agreement property on an MLA model: exec's tiny DeepSeek-V3 (latent KV pool) and
     sim replaying its tokens give equal StepRecords and outcomes."""
     check_agreement(tiny_mla_exec.make_runner, replay_runner(), case,
-                    clock=tiny_mla_exec.clock, probe_a=TorchSpecProbe)
+                    header_a=tiny_mla_exec.header, clock=tiny_mla_exec.clock, probe_a=TorchSpecProbe)
 
 
 # --- the kit can fail, and works for any runner ----------------------------------------
@@ -203,7 +203,7 @@ def test_exec_pads_decode_like_a_graph_and_agrees_with_sim(tiny_exec):
     """exec on CPU runs graph-padded decode batches eagerly at the padded size; the probe's
     checks (against the padded batch) and agreement with the simulator hold."""
     agreement = check_agreement(tiny_exec.make_runner, replay_runner(), padded_case(),
-                                clock=tiny_exec.clock, probe_a=TorchSpecProbe)
+                                header_a=tiny_exec.header, clock=tiny_exec.clock, probe_a=TorchSpecProbe)
     padded = [s for s in agreement.reference.steps if s.padded_batch_size > len(s.rids)]
     assert padded and all(s.graph for s in padded)
 

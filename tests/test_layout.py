@@ -1,7 +1,8 @@
 """The folder layout's rules, checked by parsing the source with `ast` (nothing is imported).
 
-Each folder of shared/, sim/ and exec/ is one concept; FOLDER_IMPORTS writes down, per folder,
-the folders of its own package its modules may import (any shared/ folder is the spec below
+Each folder of shared/, sim/ and exec/ is one concept; FOLDER_IMPORTS writes down, per folder
+(or per file, where one file of a folder may import more: a registry), the folders of its own
+package its modules may import (any shared/ folder is the spec below
 sim/ and exec/, so it is always allowed there; tests/test_layering.py holds the package
 rules). A package's `__init__.py` is its public face and may import its whole package.
 experiments/cli/ is the plumbing every command uses: it imports no command and not the
@@ -40,6 +41,8 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     "sim/cost": {"sim/hardware", "sim/model"},
     "sim/cost/kernel": {"sim/cost", "sim/hardware", "sim/model"},
     "sim/cost/roofline": {"sim/cost", "sim/cost/kernel", "sim/hardware", "sim/model"},
+    # NOTE: a file row overrides its folder's: the cost-model registry names every model
+    "sim/cost/registry.py": {"sim/cost/kernel", "sim/cost/roofline", "sim/hardware", "sim/model"},
     "sim/routers": set(),
     "sim/run": {"sim/cost", "sim/cost/kernel", "sim/cost/roofline", "sim/hardware", "sim/model"},
     "sim/fleet": {"sim/run", "sim/routers", "sim/cost", "sim/hardware", "sim/model"},
@@ -113,7 +116,7 @@ def folder_violations(graph: dict[Path, set[Path]]) -> list[str]:
     """Imports from a ruled folder into a folder of its own package it may not import."""
     bad = []
     for path, targets in graph.items():
-        rules = FOLDER_IMPORTS.get(folder(path))
+        rules = FOLDER_IMPORTS.get(rel(path), FOLDER_IMPORTS.get(folder(path)))
         if rules is None or (path.name == "__init__.py" and folder(path) in PACKAGES):
             continue
         package = folder(path).split("/")[0]
@@ -172,7 +175,7 @@ def test_every_folder_of_shared_sim_and_exec_has_its_allowed_imports_written_dow
     """A new folder gets a row in FOLDER_IMPORTS; a removed one loses it."""
     ruled = {f for f in FOLDERS if f.split("/")[0] in ("shared", "sim", "exec")
              and f not in ("shared", "sim", "exec")}
-    assert ruled == set(FOLDER_IMPORTS)
+    assert ruled == {key for key in FOLDER_IMPORTS if not key.endswith(".py")}
 
 
 def test_each_folder_imports_only_the_folders_its_rule_allows():

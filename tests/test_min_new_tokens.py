@@ -16,11 +16,12 @@ from shared.workload.workload import WorkloadRequest
 from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
+from sim.run.build import build_simulation
 from sim.run.driver import drive_workload
 from sim.run.online_sim import SimulatedOnlineEngine
 from sim.run.output_lengths import OutputLengths
 from sim.run.sim_model_runner import SimModelRunner
-from sim.run.simulate import build_simulation, simulate
+from sim.run.simulate import simulate
 from sim.run.token_source import SyntheticTokenSource
 from tests.strategies import stop_params, stop_token_cases
 

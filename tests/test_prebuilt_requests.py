@@ -71,14 +71,16 @@ def test_a_decode_instances_trace_keeps_what_requests_arrived_with_and_replays(t
     token as `prebuilt_output_ids` and replays step for step."""
     from shared import Workload
     from shared.workload.workload import WorkloadRequest
-    from sim.fleet.simulate_disaggregated import simulate_disaggregated
+    from sim.fleet.disagg_layout import Disaggregated
+    from sim.run.deployment import Deployment
     from sim.run.replay import replay
+    from sim.run.simulate import simulate
 
     params = SamplingParams(max_new_tokens=6, ignore_eos=True)
     w = Workload(tuple(WorkloadRequest(f"r{i}", 0.002 * i, tuple(PROMPT), params)
                        for i in range(4)))
-    r = simulate_disaggregated(w, model="smollm2-135m", max_total_tokens=4096,
-                               kv_link_latency=0.0, kv_link_bandwidth=math.inf)
+    r = simulate(w, Deployment("smollm2-135m", engine={"max_total_tokens": 4096}),
+                 Disaggregated(kv_link_latency=0.0, kv_link_bandwidth=math.inf))
     r.run.decode_traces[0].save(tmp_path / "decode.jsonl")
     trace = Trace.load(tmp_path / "decode.jsonl")
     for rec in trace.requests.values():

@@ -7,10 +7,11 @@ import pytest
 
 from shared import Workload
 from sim.fleet.driver import Replica, drive_fleet
-from sim.fleet.simulate import simulate_fleet
+from sim.fleet.fleet_layout import Fleet
 from sim.routers import ROUTERS, make_router
+from sim.run.build import build_simulation
 from sim.run.driver import drive_workload
-from sim.run.simulate import build_simulation
+from sim.run.simulate import simulate
 
 
 def _sessions(n: int = 12, turns: int = 4, **kwargs) -> Workload:
@@ -65,7 +66,7 @@ def test_one_replica_behind_any_router_serves_conversations_as_one_engine():
 def test_cache_aware_keeps_a_conversation_where_its_history_is_cached():
     """Turns re-send their history: cache_aware follows it, round_robin scatters it."""
     w = _sessions(n=24, turns=5)
-    rr, ca = (simulate_fleet(w, replicas=4, router=r, bounds=False).summary
+    rr, ca = (simulate(w, layout=Fleet(4, r), bounds=False).summary
               for r in ("round_robin", "cache_aware"))
     assert ca["prefix_hit_rate"] > rr["prefix_hit_rate"] + 0.2
 

@@ -12,8 +12,8 @@ from sim.cost.batch_shape import BatchShape
 from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
+from sim.run.build import build_simulation
 from sim.run.driver import drive_workload
-from sim.run.simulate import build_simulation
 from tests.scripted_runner import ScriptedRunner
 
 VOCAB = 1000

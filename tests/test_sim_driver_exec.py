@@ -9,8 +9,8 @@ from shared import SamplingParams, Workload
 from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
+from sim.run.build import build_simulation
 from sim.run.driver import drive_workload
-from sim.run.simulate import build_simulation
 from sim.run.token_source import ReplayTokenSource
 
 ENGINE = {"max_total_tokens": 1024, "chunked_prefill_size": 16}

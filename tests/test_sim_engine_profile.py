@@ -12,7 +12,8 @@ from sim.cost.engine_profile import ENGINE_PROFILES, SOURCES, EngineProfile, get
 from sim.cost.kernel.model import KernelCostModel
 from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
-from sim.run.simulate import build_simulation, simulate
+from sim.run.build import build_simulation
+from sim.run.simulate import simulate
 
 DECODE = BatchShape.decode(np.full(64, 500), 64)
 

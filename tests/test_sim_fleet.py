@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from shared import SamplingParams, Workload, WorkloadRequest
 from sim.fleet.driver import Replica, drive_fleet
 from sim.routers import ROUTERS, make_router
+from sim.run.build import build_simulation, load_model, model_info
 from sim.run.driver import drive_workload
-from sim.run.simulate import build_simulation, load_model, model_info
 from tests.strategies import generator_workloads, timing_engine_args
 
 SMALL_MODEL = "smollm2-135m"   # a small model: short, cheap steps
@@ -169,7 +169,8 @@ def test_a_fleet_run_leaves_no_scheduler_to_the_cyclic_collector(router, turns):
     run until a rare full collection: its KV pool (tens of MB) too, at every fleet run of a
     sweep. Both ways of routing at arrival: a router that reads the loads, and follow-up
     turns behind any router."""
-    from sim.fleet.simulate import simulate_fleet
+    from sim.fleet.fleet_layout import Fleet
+    from sim.run.simulate import simulate
 
     w = Workload.sessions(3, turns, vocab_size=49152, user_len=8, output_len=4, rate=100.0,
                           seed=1)
@@ -177,7 +178,7 @@ def test_a_fleet_run_leaves_no_scheduler_to_the_cyclic_collector(router, turns):
     gc.disable()
     try:
         before = _schedulers_tracked()
-        simulate_fleet(w, replicas=2, router=router, model=SMALL_MODEL, bounds=False)
+        simulate(w, layout=Fleet(2, router), model=SMALL_MODEL, bounds=False)
         assert _schedulers_tracked() == before
     finally:
         gc.enable()
@@ -205,11 +206,12 @@ def test_an_empty_fleet_and_an_unknown_router_are_refused():
 def test_cache_aware_beats_round_robin_on_shared_prefix_traffic():
     """16 system prompts of 1024 tokens, 32 questions each, on 4 replicas: keeping a group
     on one replica raises the prefix hit rate and cuts the TTFT tail."""
-    from sim.fleet.simulate import simulate_fleet
+    from sim.fleet.fleet_layout import Fleet
+    from sim.run.simulate import simulate
 
     w = Workload.generated_shared_prefix(16, 32, 1024, 64, 64, vocab_size=128256, rate=40.0,
                                          seed=2)
-    rr, ca = (simulate_fleet(w, replicas=4, router=r, bounds=False).summary
+    rr, ca = (simulate(w, layout=Fleet(4, r), bounds=False).summary
               for r in ("round_robin", "cache_aware"))
     assert ca["prefix_hit_rate"] > rr["prefix_hit_rate"] + 0.05
     assert ca["ttft_p90"] < 0.7 * rr["ttft_p90"]
@@ -220,11 +222,11 @@ def test_cache_aware_matches_least_load_without_shared_prefixes():
     p50 and output throughput agree within the seed-to-seed noise (5%, 3%, 1%)."""
     import statistics
 
-    from sim.fleet.simulate import simulate_fleet
+    from sim.fleet.fleet_layout import Fleet
+    from sim.run.simulate import simulate
 
-    runs = {r: [simulate_fleet(Workload.sharegpt_like(400, vocab_size=128256, rate=40.0,
-                                                      seed=seed),
-                               replicas=4, router=r, bounds=False).summary for seed in range(3)]
+    runs = {r: [simulate(Workload.sharegpt_like(400, vocab_size=128256, rate=40.0, seed=seed),
+                         layout=Fleet(4, r), bounds=False).summary for seed in range(3)]
             for r in ("least_load", "cache_aware")}
     for metric, tolerance in (("ttft_p50", 0.05), ("e2e_p50", 0.03), ("output_throughput", 0.01)):
         ll, ca = (statistics.median(s[metric] for s in runs[r]) for r in runs)

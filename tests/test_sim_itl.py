@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.trace.run_result import STEP_FIELDS_READ, trace_inter_token_latencies
-from sim.fleet.simulate import simulate_fleet
-from sim.fleet.simulate_disaggregated import simulate_disaggregated
+from sim.fleet.fleet_layout import Fleet
 from sim.model.embedded_configs import config_dict
 from sim.routers import ROUTERS
 from sim.run.simulate import simulate
@@ -32,12 +31,12 @@ def _run(layout: str, data, workload, engine: dict, source):
         r = simulate(workload, model=TINY, token_source=source, bounds=False, **engine)
         return r, [r.trace]
     if layout == "fleet":
-        r = simulate_fleet(workload, model=TINY, token_source=source, bounds=False, **engine,
-                           replicas=data.draw(st.integers(2, 3)),
-                           router=data.draw(st.sampled_from(sorted(ROUTERS))))
+        fleet = Fleet(data.draw(st.integers(2, 3)), data.draw(st.sampled_from(sorted(ROUTERS))))
+        r = simulate(workload, model=TINY, token_source=source, bounds=False, **engine,
+                     layout=fleet)
         return r, list(r.traces)
-    r = simulate_disaggregated(workload, model=TINY, token_source=source, **engine,
-                               **data.draw(disagg_layouts()))
+    r = simulate(workload, model=TINY, token_source=source, **engine,
+                 layout=data.draw(disagg_layouts()))
     return r, [*r.run.prefill_traces, *r.run.decode_traces]
 
 

@@ -4,8 +4,8 @@ import numpy as np
 
 from shared import ForwardBatch, Workload
 from sim.cost.batch_shape import BatchShape
+from sim.run.build import build_simulation
 from sim.run.driver import drive_workload
-from sim.run.simulate import build_simulation
 
 
 def _simulation(**engine_args):

@@ -19,7 +19,7 @@ from sim.hardware.lookup import get_hardware, load_hardware_file
 from sim.hardware.precision import run_dtypes
 from sim.model.from_config import get_model_shape
 from sim.model.kv_capacity import kv_capacity_tokens
-from sim.run.simulate import build_simulation
+from sim.run.build import build_simulation
 
 H200 = get_hardware("h200")
 B200 = get_hardware("b200")

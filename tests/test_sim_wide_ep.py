@@ -21,7 +21,7 @@ from sim.hardware.cluster_network import (
 from sim.hardware.lookup import get_hardware
 from sim.model.ep_options import EPOptions
 from sim.model.from_config import get_model_shape
-from sim.run.simulate import build_simulation
+from sim.run.build import build_simulation
 
 H100 = get_hardware("h100")
 NET = node_network("h100")

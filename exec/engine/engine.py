@@ -40,7 +40,7 @@ from shared.request.invalid_request import InvalidRequestError
 from shared.request.req import Req
 from shared.request.sampling_params import SEED_MAX, SEED_MIN, SamplingParams, is_int_type
 from shared.request.validation import token_array, validate_request
-from shared.trace.trace import Trace
+from shared.trace.trace import Trace, TraceHeader
 
 __all__ = ["Engine", "load_model"]
 STREAM_CLOSED = "the stream was closed before the request finished"
@@ -86,14 +86,13 @@ class Engine:
                           kv_cache_dtype)
         capacity = None if config.max_total_tokens else default_kv_capacity(opened.config, device, dtype,
                                                                             kv_cache_dtype)
-        self.scheduler = Scheduler(config, self.model_info, kv_capacity=capacity)
+        self.scheduler = Scheduler(config, self.model_info, kv_capacity=capacity, header=TraceHeader(
+            opened.config.raw, {"kind": "exec", "device": str(torch.device(device)), "dtype": dtype}))
         runner_for_ranks = runner_class(tp_group)  # TorchModelRunner, or rank 0's of TP
         self.runner = runner_for_ranks(opened.model, self.scheduler.config, self.model_info,
                                        device=device, dtype=dtype, torch_compile=torch_compile,
                                        torch_compile_max_bs=torch_compile_max_bs,
                                        kv_cache_dtype=kv_cache_dtype)
-        self.trace.model_config = opened.config.raw
-        self.trace.executor = {"kind": "exec", "device": str(torch.device(device)), "dtype": dtype}
         self.logprobs = LogprobCollector()
         self.trackers: dict[str, OutputTracker] = {}
         self.worker = OverlapWorker()  # the forward thread of the overlap schedule
@@ -171,8 +170,8 @@ class Engine:
         if not self.scheduler.is_idle():
             raise RuntimeError("reset() needs an idle engine: requests are still waiting or running")
         old = self.scheduler.trace
-        self.scheduler = Scheduler(self.scheduler.config, self.model_info)
-        self.trace.model_config, self.trace.executor = old.model_config, old.executor
+        self.scheduler = Scheduler(self.scheduler.config, self.model_info,
+                                   header=TraceHeader(old.model_config, old.executor))
         self.logprobs, self.trackers = LogprobCollector(), {}
         self._t0, self._count = time.perf_counter(), 0
 

@@ -18,7 +18,7 @@ from sim.cost.step_bounds import step_bounds
 from sim.fleet.driver import Replica, drive_fleet
 from sim.fleet.result import FleetResult
 from sim.routers import make_router
-from sim.run.simulate import build_simulation
+from sim.run.build import build_simulation
 
 
 def fleet_once(c, workload: Workload, replicas: int) -> dict[str, float]:

@@ -40,8 +40,8 @@ from experiments.bench.cpu_info import cpu_model
 from shared.trace.run_result import RunResult
 from shared.workload.workload import Workload
 from sim.cost.step_bounds import step_bounds
+from sim.run.build import build_simulation
 from sim.run.driver import drive_workload
-from sim.run.simulate import build_simulation
 
 BAR_SPEEDUP = 200.0
 ENGINE_CONFIGS = {"default": {}, "disable_radix_cache": {"disable_radix_cache": True},

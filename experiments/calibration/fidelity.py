@@ -28,7 +28,7 @@ import numpy as np
 from shared.loop.scheduler import Scheduler
 from shared.request.sampling_params import SamplingParams
 from shared.trace.run_result import RunResult
-from shared.trace.trace import Trace
+from shared.trace.trace import Trace, TraceHeader
 from shared.workload.workload import Workload, WorkloadRequest
 from sim.cost.base import CostModel
 from sim.run.driver import drive_workload
@@ -112,9 +112,8 @@ def compare(real: RunResult, cost_model: CostModel) -> RunFidelity:
 def simulate_like(trace: Trace, cost_model: CostModel) -> RunResult:
     """The recorded workload again in the simulator: the trace's effective EngineConfig and
     ModelInfo, its requests (arrival, prompt, parameters) and its tokens."""
-    scheduler = Scheduler(trace.engine_config, trace.model_info)
-    scheduler.trace.model_config = trace.model_config
-    scheduler.trace.executor = {"kind": "sim", "cost_model": type(cost_model).__name__}
+    header = TraceHeader(trace.model_config, {"kind": "sim", "cost_model": type(cost_model).__name__})
+    scheduler = Scheduler(trace.engine_config, trace.model_info, header=header)
     source = ReplayTokenSource(trace)
     runner = SimModelRunner(cost_model, source, scheduler.config, trace.model_info)
     drive_workload(scheduler, runner, workload_of(trace), finished_hook=source.finished)

@@ -74,8 +74,19 @@ def engine_profile_arg(args: argparse.Namespace):
     return get_engine_profile("vllm").with_scheduler_steps(args.num_scheduler_steps)
 
 
+def deployment(args: argparse.Namespace):
+    """The simulated engine instance the flags describe (`sim.run.deployment.Deployment`):
+    --model, --hardware, --tp, the parallelism and dtype flags, --cost-model, the engine
+    profile and the EngineConfig flags."""
+    from sim.run.deployment import Deployment
+
+    return Deployment(model=args.model, hardware=args.hardware, tp=args.tp,
+                      **parallelism_args(args), cost_model=args.cost_model,
+                      engine_profile=engine_profile_arg(args), engine=engine_args(args))
+
+
 def parallelism_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The `sim.run.simulate.simulate` keywords of parallelism_arguments' flags."""
+    """The Deployment fields of parallelism_arguments' flags."""
     from sim.model.ep_options import EPOptions
 
     options = EPOptions(args.moe_a2a_backend, args.moe_dense_tp_size, args.enable_dp_lm_head,

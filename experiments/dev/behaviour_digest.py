@@ -62,8 +62,8 @@ def fingerprint(trace: Trace | dict) -> tuple[str, ...]:
 
 
 def single_runs() -> Iterator[tuple[str, Callable[[], list[Trace]]]]:
+    from sim.run.build import build_simulation
     from sim.run.driver import drive_workload
-    from sim.run.simulate import build_simulation
 
     def run(workload: Workload, cost: str, decode_runs: bool, engine: dict) -> list[Trace]:
         s = build_simulation(model="llama-3-8b", hardware="h100", cost_model=cost, **engine)
@@ -89,20 +89,21 @@ def result_traces(result: Any) -> list[Any]:
 
 
 def layout_runs() -> Iterator[tuple[str, Callable[[], list[Trace]]]]:
-    from sim.fleet.simulate import simulate_fleet
-    from sim.fleet.simulate_disaggregated import simulate_disaggregated
+    from sim.fleet.disagg_layout import Disaggregated
+    from sim.fleet.fleet_layout import Fleet
+    from sim.run.deployment import Deployment
     from sim.run.simulate import simulate
 
     w = workloads()
     for router in ("round_robin", "cache_aware"):
         for cost in ("roofline", "kernel"):
             yield (f"fleet/3x/{router}/{cost}",
-                   lambda r=router, c=cost: result_traces(simulate_fleet(
-                       w["shared_prefix"], replicas=3, router=r, cost_model=c, model="qwen2.5-7b")))
+                   lambda r=router, c=cost: result_traces(simulate(
+                       w["shared_prefix"], Deployment("qwen2.5-7b", cost_model=c), Fleet(3, r))))
     for cost in ("roofline", "kernel"):
         yield (f"disagg/2p1d/{cost}",
-               lambda c=cost: result_traces(simulate_disaggregated(
-                   w["sharegpt"], prefill=2, decode=1, cost_model=c, model="llama-3-8b")))
+               lambda c=cost: result_traces(simulate(
+                   w["sharegpt"], Deployment("llama-3-8b", cost_model=c), Disaggregated(2, 1))))
     yield ("moe/qwen3-30b-a3b/tp2ep2/kernel",
            lambda: result_traces(simulate(w["sharegpt"], model="qwen3-30b-a3b", tp=2, ep_size=2,
                                           cost_model="kernel", expert_zipf=0.5)))
@@ -132,7 +133,8 @@ def exec_runs() -> Iterator[tuple[str, Callable[[], list[Trace]]]]:
                                                                    "chunked_prefill_size": 16}),
                           ("no_radix_page4", {"disable_radix_cache": True, "page_size": 4})):
         yield (f"exec/tiny-llama/{ename}",
-               lambda e=engine: [check_conformance(tiny().make_runner, case(e, 7), clock=tiny().clock)])
+               lambda e=engine: [check_conformance(tiny().make_runner, case(e, 7), clock=tiny().clock,
+                                                 header=tiny().header)])
 
 
 def all_runs(with_exec: bool) -> Iterator[tuple[str, Callable[[], list[Trace]]]]:

@@ -12,7 +12,7 @@ import json
 from exec.loading.model_files import load_model
 from exec.runner.model_runner import TorchModelRunner
 from experiments.dev.tiny_models import COMMON
-from shared import ModelInfo, Scheduler, Trace
+from shared import ModelInfo, Scheduler, Trace, TraceHeader
 from sim.cost.base import CostModel
 from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.lookup import get_hardware
@@ -30,10 +30,9 @@ class TinyExec:
     def __init__(self, folder, clock: CostModel | None = None) -> None:
         self.model = load_model(folder)
         self.config_json = json.loads((folder / "config.json").read_text())
+        # the header its runs' traces carry (check_conformance / check_agreement's header)
+        self.header = TraceHeader(self.config_json, {"kind": "exec", "device": "cpu", "dtype": "float32"})
         self.clock = clock or RooflineCostModel(get_model_shape(self.config_json), get_hardware("h100"))
 
     def make_runner(self, scheduler: Scheduler, reference: Trace | None = None) -> TorchModelRunner:
-        runner = TorchModelRunner(self.model, scheduler.config, scheduler.model_info)
-        scheduler.trace.model_config = self.config_json
-        scheduler.trace.executor = {"kind": "exec", "device": "cpu", "dtype": "float32"}
-        return runner
+        return TorchModelRunner(self.model, scheduler.config, scheduler.model_info)

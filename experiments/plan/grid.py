@@ -39,7 +39,7 @@ class Candidate:
     def num_gpus(self) -> int:
         """tp GPUs per replica or instance (the experts are placed on them: ep divides tp)."""
         if self.disaggregate is not None:
-            from sim.fleet.simulate_disaggregated import parse_layout
+            from sim.fleet.disagg_layout import parse_layout
 
             return self.tp * sum(parse_layout(self.disaggregate))
         return self.tp * self.dp
@@ -49,8 +49,27 @@ class Candidate:
         return {k: getattr(self, k) for k in KNOBS}
 
     def run_args(self) -> dict[str, Any]:
-        """`sim.run.simulate.simulate`'s ep_size, quantization and kv_cache_dtype."""
+        """The Deployment's ep_size, quantization and kv_cache_dtype."""
         return {k: getattr(self, k) for k in RUN_AXES}
+
+    def deployment(self, model: Any, **plan_wide: Any):
+        """This candidate as one simulated engine instance (`sim.run.deployment.Deployment`)
+        of `model`; `plan_wide`: the plan's expert_zipf, cost_model and engine_profile."""
+        from sim.run.deployment import Deployment
+
+        return Deployment(model=model, hardware=self.hardware, tp=self.tp, **self.run_args(),
+                          **plan_wide, engine=self.engine_args())
+
+    def layout(self, router: str | None):
+        """How many such instances serve and how: one, `dp` behind `router`, or xPyD."""
+        from sim.fleet.disagg_layout import Disaggregated, parse_layout
+        from sim.fleet.fleet_layout import Fleet
+        from sim.run.simulate import Single
+
+        if self.disaggregate is not None:
+            prefill, decode = parse_layout(self.disaggregate)
+            return Disaggregated(prefill, decode, prefill_router=router)
+        return Fleet(self.dp, router) if self.dp > 1 else Single()
 
     @property
     def label(self) -> str:
@@ -126,7 +145,7 @@ def check_candidates(model: str, candidates: Sequence[Candidate]) -> None:
     from sim.hardware.lookup import get_hardware
     from sim.hardware.precision import check_precision, run_dtypes
     from sim.model.parallelism import check_ep, check_tp
-    from sim.run.simulate import load_model
+    from sim.run.build import load_model
 
     _, checkpoint = load_model(model)
     for c in candidates:
@@ -139,7 +158,7 @@ def check_candidates(model: str, candidates: Sequence[Candidate]) -> None:
         if c.dp < 1:
             raise ValueError(f"--dp: replicas must be >= 1, got {c.dp}")
         if c.disaggregate is not None:
-            from sim.fleet.simulate_disaggregated import parse_layout
+            from sim.fleet.disagg_layout import parse_layout
 
             parse_layout(c.disaggregate)
             if c.dp > 1:

@@ -14,7 +14,7 @@ Writes to `--out` (default ./batchtwin-plan/): report.md (Recommendation, Target
 rate, KV usage and batch composition over time at the chosen rate, the Pareto front:
 `experiments.plan.pareto`), runs.csv (every run), sweep.csv (one row per configuration) and
 config.json (the exact configuration). `--dp` candidates are replicas behind `--router`
-(`sim.fleet.simulate`); `--target-rate` picks the fewest GPUs that serve it
+(`sim.fleet.fleet_layout`); `--target-rate` picks the fewest GPUs that serve it
 (`experiments.plan.fleet_choice`). Exit 0 when a configuration meets the SLOs (with
 --target-rate: when one serves it), 3 when none does (the report says why), 1 on bad input.
 """
@@ -192,7 +192,7 @@ class Target(NamedTuple):
 
 
 def _vocab(model: str) -> int:
-    from sim.run.simulate import load_model
+    from sim.run.build import load_model
 
     return load_model(model)[1].vocab_size
 

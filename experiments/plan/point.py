@@ -111,7 +111,8 @@ class PointResult:
 
 def simulate_point(spec: PlanSpec, point: Point):
     """The RunResult of one run (raises for bad input)."""
-    from sim.run.simulate import load_model, simulate
+    from sim.run.build import load_model
+    from sim.run.simulate import simulate
 
     _, shape = load_model(spec.model)
     w = spec.workload
@@ -121,22 +122,10 @@ def simulate_point(spec: PlanSpec, point: Point):
         w = dataclasses.replace(w, num_requests=min(w.num_requests, FLOOR_REQUESTS))
     workload = w.build(point.rate, point.seed, shape.vocab_size)
     c = point.candidate
-    common = {"model": spec.model, "hardware": c.hardware, "tp": c.tp, "seed": point.seed,
-              "slo": spec.slo.per_request(), "expert_zipf": spec.expert_zipf,
-              "cost_model": spec.cost_model, "engine_profile": spec.engine_profile,
-              "bounds": False, **c.run_args(), **c.engine_args()}
-    if c.disaggregate is not None:
-        from sim.fleet.simulate_disaggregated import parse_layout, simulate_disaggregated
-
-        prefill, decode = parse_layout(c.disaggregate)
-        common.pop("bounds")
-        return simulate_disaggregated(workload, prefill=prefill, decode=decode,
-                                      prefill_router=spec.router, **common)
-    if c.dp > 1:
-        from sim.fleet.simulate import simulate_fleet
-
-        return simulate_fleet(workload, replicas=c.dp, router=spec.router, **common)
-    return simulate(workload, **common)
+    deployment = c.deployment(spec.model, expert_zipf=spec.expert_zipf,
+                              cost_model=spec.cost_model, engine_profile=spec.engine_profile)
+    return simulate(workload, deployment, c.layout(spec.router), seed=point.seed,
+                    slo=spec.slo.per_request(), bounds=False)
 
 
 def run_point(spec: PlanSpec, point: Point) -> PointResult:

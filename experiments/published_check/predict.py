@@ -55,7 +55,7 @@ def _fixed_batch_decode(spec: RowSpec) -> Prediction:
     import numpy as np
 
     from sim.cost.batch_shape import BatchShape
-    from sim.run.simulate import build_simulation
+    from sim.run.build import build_simulation
 
     w, s = spec.workload, build_simulation(seed=0, **spec.sim_args)
     kv = w.input_len + w.output_len // 2

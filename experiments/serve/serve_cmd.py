@@ -78,8 +78,8 @@ def build_app(args: argparse.Namespace):
 
 def _simulated(args: argparse.Namespace):
     from experiments.serve.text_codec import simulated_codec
+    from sim.run.build import build_simulation
     from sim.run.online_sim import SimulatedOnlineEngine
-    from sim.run.simulate import build_simulation
 
     if args.model_path is not None:
         raise ValueError(f"MODEL_PATH ({args.model_path}) is the real executor's; with --simulate "

@@ -45,12 +45,12 @@ from shared.request.finish_reason import FinishReason
 from shared.request.invalid_request import InvalidRequestError
 from shared.request.req import Req
 from shared.request.validation import validate_prebuilt_outputs, validate_request
-from shared.trace.trace import RequestRecord, Trace
+from shared.trace.trace import RequestRecord, Trace, TraceHeader
 
 
 class Scheduler:
     def __init__(self, config: EngineConfig, model_info: ModelInfo, *,
-                 kv_capacity: int | None = None) -> None:
+                 kv_capacity: int | None = None, header: TraceHeader | None = None) -> None:
         self.config = config = config.resolve(model_info, kv_capacity)
         self.model_info = model_info
         self.mem = KVMemory.build(
@@ -61,7 +61,8 @@ class Scheduler:
                                      random.Random(config.random_seed))
         self.new_token_ratio = NewTokenRatio(config.schedule_conservativeness,
                                              config.guaranteed_no_evict)
-        self.trace = Trace(config, model_info)
+        header = header or TraceHeader()   # the model's config.json, the executor (TraceHeader)
+        self.trace = Trace(config, model_info, dict(header.model_config), dict(header.executor))
         recorder = StepRecorder(self.trace, self.mem)
         self.results = BatchResultProcessor(self.mem, self.trace.requests, recorder,
                                             model_info.eos_token_ids, model_info.vocab_size)

@@ -16,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import operator
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -78,6 +78,15 @@ class RequestRecord:
             FinishReason.from_dict(fr) if fr else None, _nan(d["first_token_time"]),
             _nan(d["finish_time"]), d["cached_tokens"], d["num_retractions"],
             tuple(d.get("output_ids", ())), tuple(d.get("prebuilt_output_ids", ())))
+
+
+class TraceHeader(NamedTuple):
+    """What a trace says of its run besides the engine config and model info, given to the
+    Scheduler when it is built: the model's config.json and the executor's description
+    (kind, device or hardware, tp, cost model, ...; JSON-ready)."""
+
+    model_config: Mapping[str, Any] = MappingProxyType({})
+    executor: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass

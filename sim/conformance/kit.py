@@ -46,7 +46,7 @@ from shared.loop.model_runner import ModelRunner, RunnerOutput
 from shared.loop.scheduler import Scheduler
 from shared.loop.spec_observation import SpecObservation
 from shared.trace.step_record import StepRecord
-from shared.trace.trace import Trace
+from shared.trace.trace import Trace, TraceHeader
 from shared.workload.workload import Workload
 from sim.conformance.shadow_kv import ShadowKV, check_outcomes
 from sim.conformance.strategies import (
@@ -245,14 +245,15 @@ def _expected(fb: ForwardBatch, out: RunnerOutput) -> _Expected:
 
 
 def check_conformance(make_runner: RunnerFactory, case: ConformanceCase, *,
-                      clock: CostModel | None = None,
-                      probe: ProbeFactory | None = None) -> Trace:
+                      clock: CostModel | None = None, probe: ProbeFactory | None = None,
+                      header: TraceHeader | None = None) -> Trace:
     """Serve `case.workload` on a fresh `Scheduler(case.config, case.model_info)` with
     `make_runner(scheduler, None)` under the SimPy driver (`clock`, default StepClock()), and
     check every step with a SpecCheckingRunner (`probe(runner)` when given), the pools'
     integrity before every forward, that every request finished, and the idle leak check at
-    the end. Returns the run's trace; raises ConformanceError (or the spec's own errors)."""
-    scheduler = Scheduler(case.config, case.model_info)
+    the end. Returns the run's trace (its header `header`); raises ConformanceError (or the
+    spec's own errors)."""
+    scheduler = Scheduler(case.config, case.model_info, header=header)
     return _serve(scheduler, make_runner(scheduler, None), case.workload, clock, probe)
 
 
@@ -325,12 +326,13 @@ def assert_traces_agree(a: Trace, b: Trace, names: tuple[str, str] = ("A", "B"))
 def check_agreement(make_runner_a: RunnerFactory, make_runner_b: RunnerFactory,
                     case: ConformanceCase, *, clock: CostModel | None = None,
                     probe_a: ProbeFactory | None = None,
-                    probe_b: ProbeFactory | None = None) -> Agreement:
+                    probe_b: ProbeFactory | None = None,
+                    header_a: TraceHeader | None = None) -> Agreement:
     """Run A as `check_conformance` does; save its trace and read it back; run B on a
     scheduler built from that header's effective EngineConfig and ModelInfo, with
     `make_runner_b(scheduler, reference)`, the same workload and clock, and the same checks;
     then require equal StepRecords (times ignored) and equal request outcomes."""
-    trace_a = check_conformance(make_runner_a, case, clock=clock, probe=probe_a)
+    trace_a = check_conformance(make_runner_a, case, clock=clock, probe=probe_a, header=header_a)
     reference = _read_back(trace_a)
     scheduler = Scheduler(reference.engine_config, reference.model_info)
     trace_b = _serve(scheduler, make_runner_b(scheduler, reference), case.workload, clock, probe_b)

@@ -127,6 +127,10 @@ class CostModel(ABC):
     @abstractmethod
     def step_cost(self, shape: BatchShape) -> StepCost: ...
 
+    def describe(self) -> str:
+        """One line naming the model and what it prices, for the trace header."""
+        return type(self).__name__
+
     def step_time(self, shape: BatchShape, overlap: bool = False) -> float:
         return self.step_cost(shape).time(overlap)
 
@@ -175,6 +179,9 @@ class ZeroCostModel(CostModel):
 
     def step_cost(self, shape: BatchShape) -> StepCost:
         return StepCost()
+
+    def describe(self) -> str:
+        return "zero"
 
 
 def reprice(model: CostModel, records: Iterable[StepRecord], overlap: bool = False) -> np.ndarray:

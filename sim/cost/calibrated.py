@@ -106,6 +106,9 @@ class CalibratedCostModel(CostModel):
         values = shape_features(shape) * np.asarray(self.coefficients)
         return dict(zip(FEATURES, values.tolist(), strict=True))
 
+    def describe(self) -> str:
+        return f"calibrated({self.source or 'unknown source'})"
+
     def step_cost(self, shape: BatchShape) -> StepCost:
         parts = dict.fromkeys(StepCost._fields, 0.0)
         for name, seconds in self.contributions(shape).items():

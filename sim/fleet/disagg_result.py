@@ -1,4 +1,4 @@
-"""`DisaggResult`: what a disaggregated run returns (`sim.fleet.simulate_disaggregated`), with
+"""`DisaggResult`: what a disaggregated run returns (`sim.fleet.disagg_layout`), with
 `shared.trace.run_result`'s metric definitions as the client sees them.
 
 - `requests`: one row per request, REQUEST_COLUMNS (but `replica`) plus `prefill_instance`,

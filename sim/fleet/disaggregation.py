@@ -74,7 +74,7 @@ def drive_disaggregated(prefill: Sequence[Replica], decode: Sequence[Replica],
                          f"{len(links)}")
     if workload.followups:
         raise ValueError("follow-up turns (Workload.sessions) are not run under "
-                         "disaggregation yet: run them co-located (simulate, simulate_fleet)")
+                         "disaggregation yet: run them co-located (Single or Fleet layouts)")
     for r in (*prefill, *decode):
         check_workload(r.scheduler, workload)
     env = simpy.Environment()

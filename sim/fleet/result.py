@@ -1,4 +1,4 @@
-"""`FleetResult`: what a fleet run returns (`sim.fleet.simulate`), with `shared.trace.run_result`'s
+"""`FleetResult`: what a fleet run returns (`sim.fleet.fleet_layout`), with `shared.trace.run_result`'s
 metric definitions over the whole fleet.
 
 - `requests`, `steps`: every replica's rows (REQUEST_COLUMNS, STEP_COLUMNS), their

@@ -31,8 +31,8 @@ from shared.request.req import Req
 if TYPE_CHECKING:
     from shared.request.sampling_params import SamplingParams
     from shared.trace.trace import Trace
+    from sim.run.build import Simulation
     from sim.run.output_lengths import OutputLengths
-    from sim.run.simulate import Simulation
 
 IDLE_POLL_S = 0.05
 

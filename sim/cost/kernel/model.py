@@ -74,6 +74,12 @@ class KernelCostModel(CostModel):
             self.tp, self.ep_size, self.expert_zipf, self.attention_dp, self.ep_options,
             fp8_attention=self.engine.fp8_attention, fp4_moe_gather=self.engine.fp4_moe_gather))
 
+    def describe(self) -> str:
+        m, ep = self.model_shape, f", ep={self.ep_size}" if self.ep_size > 1 else ""
+        dtype = "" if m.weight_dtype == "bf16" else f", {m.weight_dtype}"
+        dp = f", dp_attention={self.attention_dp}" if self.attention_dp > 1 else ""
+        return f"kernel({m.name}, {self.hardware.key}, tp={self.tp}{ep}{dp}{dtype})"
+
     def step_cost(self, shape: BatchShape) -> StepCost:
         if shape.rows == 0:
             return StepCost(overhead=self.engine.cpu_time(0, False))

@@ -140,6 +140,11 @@ class RooflineCostModel(CostModel):
     def activation_dtype(self) -> str:
         return "fp32" if self.model_shape.weight_dtype == "fp32" else "bf16"
 
+    def describe(self) -> str:
+        m, ep = self.model_shape, f", ep={self.ep_size}" if self.ep_size > 1 else ""
+        dtype = "" if m.weight_dtype == "bf16" else f", {m.weight_dtype}"
+        return f"roofline({m.name}, {self.hardware.key}, tp={self.tp}{ep}{dtype})"
+
     def step_cost(self, shape: BatchShape) -> StepCost:
         if shape.rows == 0:
             return StepCost(overhead=self.effective_overheads.per_step)
