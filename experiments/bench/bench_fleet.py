@@ -16,7 +16,7 @@ from experiments.bench.cpu_info import cpu_model
 from shared.workload.workload import Workload
 from sim.cost.step_bounds import step_bounds
 from sim.fleet.driver import Replica, drive_fleet
-from sim.fleet.result import FleetResult
+from sim.fleet.result import fleet_result
 from sim.routers import make_router
 from sim.run.build import build_simulation
 
@@ -28,7 +28,7 @@ def fleet_once(c, workload: Workload, replicas: int) -> dict[str, float]:
             for _ in range(replicas)]
     run = drive_fleet([Replica(s.scheduler, s.runner, s.token_source.finished) for s in sims],
                       workload, make_router("round_robin", replicas))
-    result = FleetResult.from_run(run, bounds=[step_bounds(s.cost_model, t, s.runner.overlap)
+    result = fleet_result(run, bounds=[step_bounds(s.cost_model, t, s.runner.overlap)
                                                for s, t in zip(sims, run.traces, strict=True)])
     wall = time.perf_counter() - t0
     simulated = float((result.steps["start_time"] + result.steps["duration"]).max())

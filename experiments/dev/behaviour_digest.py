@@ -79,13 +79,9 @@ def single_runs() -> Iterator[tuple[str, Callable[[], list[Trace]]]]:
 
 
 def result_traces(result: Any) -> list[Any]:
-    """Every engine's trace of a run's result, then its summary (a dict)."""
-    run = getattr(result, "run", None)
-    if run is not None:   # disaggregated
-        traces = [*run.prefill_traces, *run.decode_traces]
-    else:
-        traces = list(getattr(result, "traces", None) or [result.trace])
-    return [*traces, result.summary]
+    """Every engine's trace of a run's result (a disaggregated run's prefill instances
+    first), then its summary (a dict)."""
+    return [*result.traces, result.summary]
 
 
 def layout_runs() -> Iterator[tuple[str, Callable[[], list[Trace]]]]:

@@ -226,11 +226,10 @@ def write_outputs(out: Path, spec, ranked, results, curve, config: dict,
 def draw(out: Path, spec, best, curve):
     """The plots; returns (file names, the best's effective engine config)."""
     from experiments.plan.plots import write_plots
-    from experiments.plan.point import Point, simulate_point
+    from experiments.plan.point import Point, load_engine, simulate_point
 
-    run = simulate_point(spec, Point(best.candidate, best.rate, spec.seeds[0], "detail"))
-    if hasattr(run, "replica_result"):  # NOTE: a fleet's time series are its first replica's
-        run = run.replica_result(0)
+    run = load_engine(simulate_point(spec, Point(best.candidate, best.rate, spec.seeds[0],
+                                                 "detail")))
     title = f"{spec.model}, {best.candidate.label}, chosen rate {format_rate(best.rate)} req/s"
     plots = write_plots(out, curve, run, spec.slo, best.rate, best.saturation, title)
     return plots, run.trace.engine_config.to_dict()

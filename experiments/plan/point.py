@@ -151,11 +151,18 @@ def point_metrics(result, slo: SLOTargets, rate: float) -> dict[str, float]:
     metrics["attainment"] = attainment
     metrics["goodput"] = rate * attainment if math.isfinite(rate) else math.nan
     metrics["saturation"] = saturation(result)
-    # NOTE: a fleet's load numbers are its first replica's (the router spreads them alike),
-    # a disaggregated run's its first decode instance's
-    metrics.update(load_stats(result.replica_result(0) if hasattr(result, "replica_result")
-                              else result))
+    metrics.update(load_stats(load_engine(result)))
     return metrics
+
+
+def load_engine(result):
+    """The engine whose load and time series stand for a run: the one engine, a fleet's
+    first replica (NOTE: the router spreads the load alike), a disaggregated run's first
+    decode instance."""
+    roles = {part.role for part in result.parts}
+    if not roles:
+        return result
+    return result.part_result("decode" if "decode" in roles else "replica")
 
 
 def saturation(result) -> float:

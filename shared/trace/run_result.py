@@ -32,6 +32,12 @@ Steps (`.steps`): one row per forward; `bound` names what bound the step ("compu
 
 Both frames carry `replica`: the engine replica that served the request or ran the step (0
 for one engine; a fleet's rows, `sim.fleet.result`, number its replicas).
+
+One engine's RunResult holds its `trace`. A run of several engines (a fleet, a disaggregated
+layout: `sim.fleet`) is a RunResult too, with `trace` None and one `RunPart` per engine in
+`parts` (its role, index and trace); `traces` lists every engine's trace either way, and
+`part_result(role, i)` is that engine's own RunResult. `run` keeps the layout's own record (a fleet's
+routing, a disaggregated run's transfers), `replicas` a fleet's per-replica table.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -82,16 +88,31 @@ class SLO:
         return ok
 
 
+class RunPart(NamedTuple):
+    """One engine of a run of several: its role ("replica", "prefill" or "decode"), its index
+    among its role's engines and its trace."""
+
+    role: str
+    index: int
+    trace: Trace
+
+
 @dataclass(frozen=True, eq=False)
 class RunResult:
-    """A run's trace and its metrics. `requests` and `steps` are pandas DataFrames with
-    exactly REQUEST_COLUMNS / STEP_COLUMNS; `summary` holds plain floats and ints."""
+    """A run's traces and its metrics. `requests` and `steps` are pandas DataFrames with
+    REQUEST_COLUMNS / STEP_COLUMNS (a layout of several engines may add its own columns);
+    `summary` holds plain floats and ints; `done` ([len(requests)] bool) the rows the
+    summary counts, None: computed from `trace`."""
 
-    trace: Trace
+    trace: Trace | None
     requests: Any
     steps: Any
     summary: dict[str, float]
     slo: SLO | None = None
+    parts: tuple[RunPart, ...] = ()
+    done: np.ndarray | None = None
+    replicas: Any = None
+    run: Any = None
 
     @classmethod
     def from_trace(cls, trace: Trace, slo: SLO | None = None,
@@ -109,7 +130,21 @@ class RunResult:
     @property
     def completed_requests(self) -> Any:
         """The rows of `requests` that count in the summary (not aborted, finished)."""
-        return self.requests[completed_mask(self.trace)]
+        return self.requests[completed_mask(self.trace) if self.done is None else self.done]
+
+    @property
+    def traces(self) -> tuple[Trace, ...]:
+        """Every engine's trace: the parts' in order, or the one engine's."""
+        return tuple(p.trace for p in self.parts) if self.parts else (self.trace,)
+
+    def part_result(self, role: str, index: int = 0) -> RunResult:
+        """Engine `index` of `role` ("replica", "prefill", "decode") as a RunResult of its
+        own trace; KeyError naming the roles the run has otherwise."""
+        for part in self.parts:
+            if (part.role, part.index) == (role, index):
+                return RunResult.from_trace(part.trace, self.slo)
+        raise KeyError(f"no {role} {index} in this run (parts: "
+                       f"{sorted({p.role for p in self.parts}) or 'one engine'})")
 
 
 STEP_FIELDS_READ = ("step", "forward_mode", "rids", "input_ids", "next_token_ids",

@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from shared.trace.run_result import SLO
+from shared.trace.run_result import SLO, RunResult
 from shared.workload.workload import Workload
-from sim.fleet.disagg_result import DisaggResult
+from sim.fleet.disagg_result import disagg_result
 from sim.fleet.disaggregation import drive_disaggregated
 from sim.fleet.driver import Replica
 from sim.fleet.kv_link import kv_link
@@ -66,7 +66,7 @@ class Disaggregated:
 
     def run(self, workload: Workload, deployment: Deployment, *, seed: int = 0,
             slo: SLO | None = None, progress: bool = False, bounds: bool = True,
-            token_source: TokenSource | None = None) -> DisaggResult:
+            token_source: TokenSource | None = None) -> RunResult:
         """Serve `workload`; `bounds` is not used (the disaggregated result has no bound column)."""
         d, tp = deployment, self.prefill_tp or deployment.tp
         pre_d = _instance(d, tp, self.prefill_ep)
@@ -82,7 +82,7 @@ class Disaggregated:
                                   make_router(self.prefill_router, self.prefill, seed),
                                   make_router(self.decode_router, self.decode, seed),
                                   progress=progress)
-        return DisaggResult.from_run(run, slo)
+        return disagg_result(run, slo)
 
 
 def _instance(d: Deployment, tp: int, ep: int | None, engine: dict | None = None) -> Deployment:

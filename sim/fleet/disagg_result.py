@@ -1,4 +1,4 @@
-"""`DisaggResult`: what a disaggregated run returns (`sim.fleet.disagg_layout`), with
+"""`disagg_result`: the RunResult a disaggregated run returns (`sim.fleet.disagg_layout`), with
 `shared.trace.run_result`'s metric definitions as the client sees them.
 
 - `requests`: one row per request, REQUEST_COLUMNS (but `replica`) plus `prefill_instance`,
@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +27,7 @@ from shared.trace.run_result import (
     REQUEST_COLUMNS,
     SLO,
     STEP_FIELDS_READ,
+    RunPart,
     RunResult,
     latency_stats,
     steps_frame,
@@ -40,37 +40,23 @@ if TYPE_CHECKING:
     from sim.fleet.disaggregation import DisaggRun
 
 
-@dataclass(frozen=True)
-class DisaggResult:
-    run: DisaggRun
-    requests: Any
-    steps: Any
-    summary: dict[str, float]
-    slo: SLO | None = None
-    done: np.ndarray | None = None   # [len(requests)] bool: the rows the summary counts
-
-    @property
-    def completed_requests(self) -> Any:
-        return self.requests[self.done]
-
-    def replica_result(self, instance: int) -> RunResult:
-        """Decode instance `instance`'s run as a RunResult of its own trace."""
-        return RunResult.from_trace(self.run.decode_traces[instance], self.slo)
-
-    @classmethod
-    def from_run(cls, run: DisaggRun, slo: SLO | None = None) -> DisaggResult:
-        requests, done = _requests(run)
-        decoded = set(requests["rid"][done]) & set(run.decode_of)
-        itl = [_gaps(t, decoded) for t in run.decode_traces]
-        summary = summarize(requests, done, np.concatenate([np.zeros(0), *itl]), slo)
-        transfers = np.array([end - start for start, end in run.transfers.values()], dtype=float)
-        stats = latency_stats("transfer", transfers)
-        summary.update(transfer_mean=stats["transfer_mean"], transfer_p90=stats["transfer_p90"],
-                       num_retractions=sum(r.num_retractions
-                                           for t in (*run.prefill_traces, *run.decode_traces)
-                                           for r in t.requests.values()),
-                       cache_hit_tokens=int(requests["cached_tokens"].sum()))
-        return cls(run, requests, _steps(run), summary, slo, done)
+def disagg_result(run: DisaggRun, slo: SLO | None = None) -> RunResult:
+    """The disaggregated run's RunResult: one part per prefill instance, then one per decode
+    instance, `run` the DisaggRun (its transfers and routing)."""
+    requests, done = _requests(run)
+    decoded = set(requests["rid"][done]) & set(run.decode_of)
+    itl = [_gaps(t, decoded) for t in run.decode_traces]
+    summary = summarize(requests, done, np.concatenate([np.zeros(0), *itl]), slo)
+    transfers = np.array([end - start for start, end in run.transfers.values()], dtype=float)
+    stats = latency_stats("transfer", transfers)
+    summary.update(transfer_mean=stats["transfer_mean"], transfer_p90=stats["transfer_p90"],
+                   num_retractions=sum(r.num_retractions
+                                       for t in (*run.prefill_traces, *run.decode_traces)
+                                       for r in t.requests.values()),
+                   cache_hit_tokens=int(requests["cached_tokens"].sum()))
+    parts = (*(RunPart("prefill", i, t) for i, t in enumerate(run.prefill_traces)),
+             *(RunPart("decode", i, t) for i, t in enumerate(run.decode_traces)))
+    return RunResult(None, requests, _steps(run), summary, slo, parts=parts, done=done, run=run)
 
 
 def _requests(run: DisaggRun) -> tuple[Any, np.ndarray]:

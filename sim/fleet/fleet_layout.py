@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.trace.run_result import SLO
+from shared.trace.run_result import SLO, RunResult
 from shared.workload.workload import Workload
 from sim.cost.step_bounds import step_bounds
 from sim.fleet.driver import Replica, drive_fleet
-from sim.fleet.result import FleetResult
+from sim.fleet.result import fleet_result
 from sim.routers import make_router
 from sim.routers.base import Router
 from sim.run.build import build_simulation
@@ -40,7 +40,7 @@ class Fleet:
 
     def run(self, workload: Workload, deployment: Deployment, *, seed: int = 0,
             slo: SLO | None = None, progress: bool = False, bounds: bool = True,
-            token_source: TokenSource | None = None) -> FleetResult:
+            token_source: TokenSource | None = None) -> RunResult:
         """Serve `workload` on the replicas, seeded by `seed`."""
         n = self.replicas
         policy = make_router(self.router, n, seed)
@@ -52,4 +52,4 @@ class Fleet:
                           workload, policy, progress=progress)
         steps = [step_bounds(s.cost_model, t, s.runner.overlap) if bounds else None
                  for s, t in zip(sims, run.traces, strict=True)]
-        return FleetResult.from_run(run, slo, steps)
+        return fleet_result(run, slo, steps)

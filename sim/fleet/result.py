@@ -1,5 +1,5 @@
-"""`FleetResult`: what a fleet run returns (`sim.fleet.fleet_layout`), with `shared.trace.run_result`'s
-metric definitions over the whole fleet.
+"""`fleet_result`: the RunResult a fleet run returns (`sim.fleet.fleet_layout`), with
+`shared.trace.run_result`'s metric definitions over the whole fleet, one part per replica.
 
 - `requests`, `steps`: every replica's rows (REQUEST_COLUMNS, STEP_COLUMNS), their
   `replica` column numbering the replicas; requests in arrival order.
@@ -11,13 +11,12 @@ metric definitions over the whole fleet.
 - `replicas`: one row per replica: requests routed, completed, prompt, output and cached
   tokens, prefix_hit_rate, output_throughput over the fleet's duration, ttft_p50/p90 and
   tpot_p50.
-- `replica_of`: the router's decision per request.
+- `run.replica_of`: the router's decision per request (`run`: the `FleetRun`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +24,7 @@ import numpy as np
 from shared.trace.run_result import (
     SLO,
     STEP_FIELDS_READ,
+    RunPart,
     RunResult,
     completed_mask,
     requests_frame,
@@ -38,46 +38,27 @@ if TYPE_CHECKING:
     from sim.fleet.driver import FleetRun
 
 
-@dataclass(frozen=True)
-class FleetResult:
-    traces: tuple[Trace, ...]
-    replica_of: dict[str, int]
-    requests: Any
-    steps: Any
-    replicas: Any
-    summary: dict[str, float]
-    slo: SLO | None = None
-    done: np.ndarray | None = None   # [len(requests)] bool: the rows the summary counts
+def fleet_result(run: FleetRun, slo: SLO | None = None,
+                 bounds: Sequence[Sequence[str] | None] | None = None) -> RunResult:
+    """The fleet's RunResult: one part per replica, `replicas` its per-replica table, `run`
+    the FleetRun (its routing, `replica_of`). `bounds`: per replica, its steps' bound
+    column (None: "")."""
+    import pandas as pd
 
-    @property
-    def completed_requests(self) -> Any:
-        """The rows of `requests` that count in the summary (as RunResult's)."""
-        return self.requests[self.done]
-
-    def replica_result(self, replica: int) -> RunResult:
-        """One replica's run as a RunResult of its own trace."""
-        return RunResult.from_trace(self.traces[replica], self.slo)
-
-    @classmethod
-    def from_run(cls, run: FleetRun, slo: SLO | None = None,
-                 bounds: Sequence[Sequence[str] | None] | None = None) -> FleetResult:
-        """`bounds`: per replica, its steps' bound column (None: "")."""
-        import pandas as pd
-
-        bounds = bounds or [None] * len(run.traces)
-        parts = [_replica_frames(t, b) for t, b in zip(run.traces, bounds, strict=True)]
-        requests = pd.concat([p.requests.assign(replica=i) for i, p in enumerate(parts)],
-                             ignore_index=True)
-        done = np.concatenate([p.done for p in parts])
-        order = np.argsort(requests["arrival"].to_numpy(), kind="stable")
-        requests, done = requests.iloc[order].reset_index(drop=True), done[order]
-        steps = pd.concat([p.steps.assign(replica=i) for i, p in enumerate(parts)],
-                          ignore_index=True)
-        summary = summarize(requests, done, np.concatenate([p.itl for p in parts]), slo)
-        replicas = _replicas_frame(requests, done, summary["duration"], len(parts))
-        summary.update(_fleet_stats(run.traces, requests, replicas))
-        return cls(tuple(run.traces), dict(run.replica_of), requests, steps, replicas,
-                   summary, slo, done)
+    bounds = bounds or [None] * len(run.traces)
+    parts = [_replica_frames(t, b) for t, b in zip(run.traces, bounds, strict=True)]
+    requests = pd.concat([p.requests.assign(replica=i) for i, p in enumerate(parts)],
+                         ignore_index=True)
+    done = np.concatenate([p.done for p in parts])
+    order = np.argsort(requests["arrival"].to_numpy(), kind="stable")
+    requests, done = requests.iloc[order].reset_index(drop=True), done[order]
+    steps = pd.concat([p.steps.assign(replica=i) for i, p in enumerate(parts)],
+                      ignore_index=True)
+    summary = summarize(requests, done, np.concatenate([p.itl for p in parts]), slo)
+    replicas = _replicas_frame(requests, done, summary["duration"], len(parts))
+    summary.update(_fleet_stats(run.traces, requests, replicas))
+    return RunResult(None, requests, steps, summary, slo, done=done, replicas=replicas, run=run,
+                     parts=tuple(RunPart("replica", i, t) for i, t in enumerate(run.traces)))
 
 
 class _Frames:
