@@ -1,7 +1,10 @@
 """`GENERATORS`: the workload generators by the name `--workload` takes, a read-only table.
 
 Each entry is a frozen spec class (one file each) whose fields are the traffic's shape and
-whose `build(*, vocab_size, seed=0, rate=inf, burstiness=1.0)` draws the `Workload`. For
+whose `build(*, vocab_size, seed=0, rate=inf, burstiness=1.0)` draws the `Workload`:
+everything (arrivals, lengths, token ids, order) from one `numpy.random.default_rng(seed)`,
+so the same spec and arguments give an identical workload, and its `config` records the
+generator, the build arguments and the shape (`shared.workload.draw`). For
 the CLI it carries `DEFAULT_LENGTHS` (prompt, output: the lengths when `--prompt-len` /
 `--output-len` are not given) and `from_flags(args, prompt_len, output_len)` (the spec the
 workload flags describe). A new generator is one file plus one row here.
