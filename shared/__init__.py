@@ -37,6 +37,7 @@ from shared.request.validation import validate_request
 from shared.trace.run_result import SLO, RunResult
 from shared.trace.step_record import FieldDiff, StepRecord
 from shared.trace.trace import RequestRecord, Trace, TraceHeader
+from shared.workload.arrivals import arrival_times
 from shared.workload.length_dist import (
     Empirical,
     Fixed,
@@ -45,9 +46,17 @@ from shared.workload.length_dist import (
     Uniform,
     as_length_dist,
 )
-from shared.workload.workload import Workload, WorkloadRequest, arrival_times
+from shared.workload.multi_tenant import MultiTenant
+from shared.workload.multi_turn import MultiTurn
+from shared.workload.registry import GENERATORS
+from shared.workload.sessions import Sessions
+from shared.workload.shared_prefix import SharedPrefix
+from shared.workload.sharegpt import ShareGPTLike
+from shared.workload.synthetic import Synthetic
+from shared.workload.workload import FollowUp, Workload, WorkloadRequest
 
 __all__ = [
+    "GENERATORS",
     "SLO",
     "TOP_K_ALL",
     "AddReqResult",
@@ -58,6 +67,7 @@ __all__ = [
     "FieldDiff",
     "FinishReason",
     "Fixed",
+    "FollowUp",
     "ForwardBatch",
     "ForwardMode",
     "InvalidRequestError",
@@ -70,6 +80,8 @@ __all__ = [
     "MemoryLeakError",
     "ModelInfo",
     "ModelRunner",
+    "MultiTenant",
+    "MultiTurn",
     "NewTokenRatio",
     "PaddedDecode",
     "Positions",
@@ -85,7 +97,11 @@ __all__ = [
     "ScheduleBatch",
     "SchedulePolicy",
     "Scheduler",
+    "Sessions",
+    "ShareGPTLike",
+    "SharedPrefix",
     "StepRecord",
+    "Synthetic",
     "TokenToKVPoolAllocator",
     "Trace",
     "TraceHeader",

@@ -365,26 +365,29 @@ def generator_workloads(model_info) -> st.SearchStrategy:
     a think time after each reply, 0 included), a recorded workload, and the conformance
     kit's (`sim.conformance.strategies`: EOS, stop tokens, seeded sampling). Outputs are
     short, so the engine often idles between arrivals."""
-    from shared import Workload
+    from shared import MultiTenant, MultiTurn, Sessions, SharedPrefix, ShareGPTLike, Synthetic
     from sim.conformance.strategies import workloads
 
     arrivals = {"vocab_size": st.just(model_info.vocab_size), "seed": st.integers(0, 2**16),
                 "rate": rates, "burstiness": burstinesses}
+
+    def built(specs: st.SearchStrategy) -> st.SearchStrategy:
+        """The workload a drawn generator spec builds, at drawn arrivals and seed."""
+        return st.builds(lambda spec, **kw: spec.build(**kw), specs, **arrivals)
     # NOTE: think times near the replies' (a few ms) make sleeps from a reply to a turn
     # that span a few binades, where one timeout(t - now) can miss t
     think_times = st.one_of(st.just(0.0), st.floats(0.0, 0.01), st.floats(0.0, 2.0))
     return st.one_of(
-        st.builds(Workload.synthetic, _upto(6), _upto(16), _upto(4), **arrivals),
-        st.builds(Workload.sharegpt_like, _upto(6), prompt_median=st.floats(1.0, 12.0),
-                  output_median=st.floats(1.0, 4.0), max_len=st.just(32), **arrivals),
-        st.builds(Workload.generated_shared_prefix, _upto(2), _upto(3), _upto(12), _upto(6),
-                  _upto(4), **arrivals),
-        st.builds(Workload.multi_tenant, _upto(6), _upto(3), _upto(12), _upto(6), _upto(4),
-                  zipf=st.floats(0.0, 2.0), **arrivals),
-        st.builds(Workload.multi_turn, _upto(2), _upto(3), user_len=_upto(8),
-                  output_len=_upto(4), think_time=think_times, **arrivals),
-        st.builds(Workload.sessions, _upto(3), _upto(4), user_len=_upto(8),
-                  output_len=_upto(4), think_time=think_times, **arrivals),
+        built(st.builds(Synthetic, _upto(6), _upto(16), _upto(4))),
+        built(st.builds(ShareGPTLike, _upto(6), prompt_median=st.floats(1.0, 12.0),
+                        output_median=st.floats(1.0, 4.0), max_len=st.just(32))),
+        built(st.builds(SharedPrefix, _upto(2), _upto(3), _upto(12), _upto(6), _upto(4))),
+        built(st.builds(MultiTenant, _upto(6), _upto(3), _upto(12), _upto(6), _upto(4),
+                        zipf=st.floats(0.0, 2.0))),
+        built(st.builds(MultiTurn, _upto(2), _upto(3), user_len=_upto(8),
+                        output_len=_upto(4), think_time=think_times)),
+        built(st.builds(Sessions, _upto(3), _upto(4), user_len=_upto(8),
+                        output_len=_upto(4), think_time=think_times)),
         _recorded(model_info.vocab_size),
         workloads(model_info, max_requests=6, max_prompt_len=12, max_output_len=4),
     )

@@ -17,7 +17,15 @@ from hypothesis import event, example, given, settings
 from exec.device.torch_threads import torch_threads
 from exec.runner.spec_probe import TorchSpecProbe
 from experiments.dev.tiny_exec import ARRIVAL_TICK, TINY_INFO, TinyExec
-from shared import EngineConfig, SamplingParams, Scheduler, StepRecord, Trace, Workload
+from shared import (
+    EngineConfig,
+    SamplingParams,
+    Scheduler,
+    SharedPrefix,
+    StepRecord,
+    Synthetic,
+    Trace,
+)
 from shared.loop.model_runner import RunnerOutput
 from shared.memory.token_allocator import AllocatorState
 from shared.workload.length_dist import Uniform
@@ -77,9 +85,9 @@ def retraction_case(page_size: int, chunk: int | None, max_total_tokens: int) ->
     into a pool that holds about their prompts: decode runs out of KV and retracts. Random
     examples retract rarely (outputs <= 16 are small next to the prompts), so these two
     always run."""
-    workload = Workload.synthetic(8, Uniform(16, 64), Uniform(8, 16), vocab_size=TINY_INFO.vocab_size,
-                                  seed=0, rate=3000.0,
-                                  sampling_params=SamplingParams(temperature=0, ignore_eos=True))
+    workload = Synthetic(8, Uniform(16, 64), Uniform(8, 16),
+                         sampling_params=SamplingParams(temperature=0, ignore_eos=True)).build(
+                             vocab_size=TINY_INFO.vocab_size, seed=0, rate=3000.0)
     config = EngineConfig(page_size=page_size, max_total_tokens=max_total_tokens,
                           chunked_prefill_size=chunk, schedule_conservativeness=0.01,
                           disable_cuda_graph=True)
@@ -92,9 +100,9 @@ RETRACTION_CASES = (retraction_case(1, None, 313), retraction_case(16, 32, 368))
 def padded_case() -> ConformanceCase:
     """Seven greedy requests arriving together, decode CUDA graphs on: decode batches of 7
     (and fewer, as they finish at different lengths) run padded to 8, 4 or 2."""
-    workload = Workload.synthetic(7, Uniform(4, 24), Uniform(4, 12), vocab_size=TINY_INFO.vocab_size,
-                                  seed=3, rate=1e6,
-                                  sampling_params=SamplingParams(temperature=0, ignore_eos=True))
+    workload = Synthetic(7, Uniform(4, 24), Uniform(4, 12),
+                         sampling_params=SamplingParams(temperature=0, ignore_eos=True)).build(
+                             vocab_size=TINY_INFO.vocab_size, seed=3, rate=1e6)
     return ConformanceCase(EngineConfig(max_total_tokens=512, cuda_graph_max_bs=8), workload, TINY_INFO)
 
 
@@ -160,8 +168,8 @@ def test_sim_schedules_every_step_exactly_as_exec_runs_an_mla_model(tiny_mla_exe
 
 
 def _small_case(**config) -> ConformanceCase:
-    workload = Workload.generated_shared_prefix(2, 3, 12, 6, 5, vocab_size=TINY_INFO.vocab_size,
-                                                seed=1, rate=2000.0)
+    workload = SharedPrefix(2, 3, 12, 6, 5).build(vocab_size=TINY_INFO.vocab_size, seed=1,
+                                                  rate=2000.0)
     base = {"max_total_tokens": 256, "chunked_prefill_size": 8, "page_size": 4,
             "disable_cuda_graph": True}
     return ConformanceCase(EngineConfig(**{**base, **config}), workload, TINY_INFO)

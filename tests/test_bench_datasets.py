@@ -8,7 +8,8 @@ import pytest
 from experiments.bench.bench_datasets import dataset_requests
 from experiments.main import build_parser
 from experiments.serve.text_codec import PlaceholderCodec
-from shared.workload.workload import Workload
+from shared.workload.sharegpt import ShareGPTLike
+from shared.workload.synthetic import Synthetic
 
 CODEC = PlaceholderCodec(128256)
 
@@ -24,8 +25,8 @@ def test_each_prompt_is_as_many_placeholder_tokens_as_its_workload_request(name)
     its output length; the send times are the workload's arrivals."""
     sent = _sent("--dataset-name", name, "--num-prompts", "40", "--request-rate", "5",
                  "--random-input-len", "33", "--random-output-len", "9")
-    w = (Workload.synthetic(40, 33, 9, vocab_size=26 ** 3, seed=3, rate=5.0) if name == "random"
-         else Workload.sharegpt_like(40, vocab_size=26 ** 3, seed=3, rate=5.0))
+    w = (Synthetic(40, 33, 9).build(vocab_size=26 ** 3, seed=3, rate=5.0) if name == "random"
+         else ShareGPTLike(40).build(vocab_size=26 ** 3, seed=3, rate=5.0))
     assert [len(CODEC.encode(s.prompt)) for s in sent] == [len(r.input_ids) for r in w]
     assert [s.max_tokens for s in sent] == [r.sampling_params.max_new_tokens for r in w]
     assert [s.delay for s in sent] == pytest.approx([r.arrival_time for r in w])

@@ -127,7 +127,9 @@ def test_auto_dtype_is_float32_on_a_cpu_without_fast_bfloat16(fast, expected, mo
 def test_fidelity_can_recalibrate_before_every_run(tiny):
     """With a calibration per run on the same engine, each run gets its own fitted model and
     the real trace still re-schedules identically; the engine is left reset and leak-free."""
-    from experiments.calibration.fidelity import WorkloadSpec, run_fidelity
+    import dataclasses
+
+    from experiments.calibration.fidelity import FIDELITY_TRAFFIC, FidelityWorkload, run_fidelity
     from experiments.calibration.run import calibrate_engine, calibration_engine
 
     c = CalibrationConfig(model=tiny, dtype="float32", threads=1, repeats=1, chunk_size=32,
@@ -140,7 +142,9 @@ def test_fidelity_can_recalibrate_before_every_run(tiny):
         fitted.append(calibrate_engine(engine, c, tiny, progress=lambda _: None).cost_model)
         return fitted[-1]
 
-    spec = WorkloadSpec(num_requests=5, rate=50.0, prompt_median=24, output_median=6)
+    traffic = dataclasses.replace(FIDELITY_TRAFFIC, num_requests=5, prompt_median=24,
+                                  output_median=6)
+    spec = FidelityWorkload(traffic, rate=50.0)
     runs = run_fidelity(engine, cost_for_run, spec, runs=2, progress=lambda _: None)
     assert len(fitted) == 2 and all(r.errors["teacher_forced_agree_fraction"] == 1.0 for r in runs)
     assert len(runs[0].real.requests) == 5

@@ -8,7 +8,7 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 from exec import Engine
-from shared import FinishReason, Workload
+from shared import FinishReason, Synthetic
 
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
                  "{% if add_generation_prompt %}<|assistant|> {% endif %}")
@@ -87,7 +87,7 @@ def test_online_run_finishes_every_request_with_consistent_metrics(tiny_checkpoi
     token - arrival, no leak."""
     folder, _ = tiny_checkpoint("llama")
     engine = Engine(folder, max_total_tokens=1024)
-    workload = Workload.synthetic(10, 6, 5, vocab_size=256, seed=3, rate=50.0)
+    workload = Synthetic(10, 6, 5).build(vocab_size=256, seed=3, rate=50.0)
     result = engine.run(workload)
     df = result.requests
     assert len(df) == 10 and (df["output_len"] == 5).all()

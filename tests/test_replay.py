@@ -11,7 +11,15 @@ import pytest
 
 from exec.engine.engine import Engine
 from experiments.main import main
-from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler, Trace, Workload
+from shared import (
+    EngineConfig,
+    ModelInfo,
+    Req,
+    SamplingParams,
+    Scheduler,
+    Synthetic,
+    Trace,
+)
 from shared.batch.forward_batch import ForwardBatch
 from sim import ReplayResult, replay
 from sim.cost.calibrated import CalibratedCostModel
@@ -28,7 +36,7 @@ ENGINE = {"max_total_tokens": 900, "chunked_prefill_size": 64, "enable_mixed_chu
 
 
 def _saved_sim_trace(tmp_path_factory, **engine):
-    workload = Workload.synthetic(24, 96, 48, vocab_size=49152, seed=5, rate=400.0)
+    workload = Synthetic(24, 96, 48).build(vocab_size=49152, seed=5, rate=400.0)
     trace = simulate(workload, model=MODEL, hardware="h100", **ENGINE, **engine).trace
     path = tmp_path_factory.mktemp("replay") / "sim.jsonl"
     trace.save(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared import Workload
+from shared import Sessions, Workload
 from sim.fleet.driver import Replica, drive_fleet
 from sim.fleet.fleet_layout import Fleet
 from sim.routers import ROUTERS, make_router
@@ -15,8 +15,8 @@ from sim.run.simulate import simulate
 
 
 def _sessions(n: int = 12, turns: int = 4, **kwargs) -> Workload:
-    return Workload.sessions(n, turns, vocab_size=128256, user_len=64, output_len=48,
-                             think_time=0.2, rate=4.0, seed=3, **kwargs)
+    return Sessions(n, turns, user_len=64, output_len=48, think_time=0.2, **kwargs).build(
+        vocab_size=128256, rate=4.0, seed=3)
 
 
 def _replica(**engine_args) -> Replica:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared import SamplingParams, Workload
+from shared import SamplingParams, Synthetic, Workload
 from sim.cost.batch_shape import BatchShape
 from sim.cost.kernel.attention_ranks import busiest_rank_rows
 from sim.cost.kernel.forward_kernels import ForwardKernels
@@ -30,8 +30,9 @@ def _kernels(model: str, tp: int, dp: int = 1, ep: int = 1) -> ForwardKernels:
 
 
 def _workload(n: int = 24) -> Workload:
-    return Workload.synthetic(n, 256, 16, vocab_size=1000, rate=float("inf"),
-                              sampling_params=SamplingParams(max_new_tokens=16, ignore_eos=True))
+    return Synthetic(n, 256, 16,
+                     sampling_params=SamplingParams(max_new_tokens=16, ignore_eos=True)).build(
+                         vocab_size=1000, rate=float("inf"))
 
 
 def test_one_attention_rank_is_the_plain_engine():

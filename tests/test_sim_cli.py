@@ -42,10 +42,10 @@ def test_simulate_runs_each_workload_kind(workload, capsys):
 
 def test_simulate_reads_a_workload_file(tmp_path, capsys):
     """--workload-file runs a saved workload."""
-    from shared import Workload
+    from shared import Synthetic
 
     path = tmp_path / "w.jsonl"
-    Workload.synthetic(3, 16, 4, vocab_size=100, seed=2).to_jsonl(path)
+    Synthetic(3, 16, 4).build(vocab_size=100, seed=2).to_jsonl(path)
     assert main([*SMALL, "--workload-file", str(path)]) == 0
     assert "completed 3" in capsys.readouterr().out
 

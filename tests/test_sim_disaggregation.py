@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import SamplingParams, Workload
+from shared import SamplingParams, ShareGPTLike, Workload
 from shared.workload.workload import WorkloadRequest
 from sim.fleet.disagg_layout import Disaggregated, parse_layout
 from sim.model.embedded_configs import config_dict
@@ -70,7 +70,7 @@ def test_transfers_on_one_link_queue_one_after_the_other():
 def test_every_request_is_decoded_once_and_one_token_requests_stay_on_prefill():
     """2P2D: each request is on one prefill and (unless it wants one token) one decode
     instance, with all its tokens counted."""
-    w = Workload.sharegpt_like(60, vocab_size=128256, rate=20.0, seed=1)
+    w = ShareGPTLike(60).build(vocab_size=128256, rate=20.0, seed=1)
     ones = _spaced(3, max_new=1)
     r = simulate(Workload(w.requests + tuple(
         WorkloadRequest(f"one{i}", q.arrival_time, q.input_ids, q.sampling_params)

@@ -6,7 +6,15 @@ import math
 
 import pytest
 
-from shared import EngineConfig, FinishReason, ModelInfo, Scheduler, Workload
+from shared import (
+    EngineConfig,
+    FinishReason,
+    ModelInfo,
+    Scheduler,
+    ShareGPTLike,
+    Synthetic,
+    Workload,
+)
 from sim.cost.base import ZeroCostModel
 from sim.cost.batch_shape import BatchShape
 from sim.cost.roofline.model import RooflineCostModel
@@ -26,8 +34,8 @@ def _scheduler(**engine_args):
 
 
 def _workload(n=12, rate=50.0, burstiness=1.0, seed=0, prompt=48, output=6):
-    return Workload.synthetic(n, prompt, output, vocab_size=VOCAB, seed=seed, rate=rate,
-                              burstiness=burstiness)
+    return Synthetic(n, prompt, output).build(vocab_size=VOCAB, seed=seed, rate=rate,
+                                              burstiness=burstiness)
 
 
 def _end(step):
@@ -75,7 +83,7 @@ def test_idle_gaps_jump_to_the_next_arrival():
 def test_every_request_finishes_with_its_output_length_and_kv_returns():
     """Conservation under KV pressure (retractions): each request gets exactly its output
     length, and the KV pool and request rows are all free at the end."""
-    workload = Workload.synthetic(16, 64, 100, vocab_size=49152, seed=1)
+    workload = Synthetic(16, 64, 100).build(vocab_size=49152, seed=1)
     sim = build_simulation(model="smollm2-135m", max_total_tokens=700, chunked_prefill_size=128)
     trace = drive_workload(sim.scheduler, sim.runner, workload)
     assert sum(r.num_retractions for r in trace.requests.values()) > 0
@@ -146,7 +154,7 @@ def test_a_simulation_leaves_no_reference_cycles():
     """The driver pauses the cyclic collector for a run (sim.run.driver.cyclic_gc_paused); that
     holds memory flat only because a run, with retractions, chunking and prefix sharing,
     makes no cyclic garbage. The collector's previous state is restored."""
-    workload = Workload.sharegpt_like(200, vocab_size=49152, seed=3, rate=40.0)
+    workload = ShareGPTLike(200).build(vocab_size=49152, seed=3, rate=40.0)
     sim = build_simulation(model="smollm2-135m", max_total_tokens=6000, chunked_prefill_size=256)
     gc.collect()
     gc.disable()

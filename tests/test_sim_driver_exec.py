@@ -5,7 +5,7 @@ replayed by sim (ignore_eos workload, so only max_new_tokens ends a request)."""
 import json
 
 from exec.engine.engine import Engine
-from shared import SamplingParams, Workload
+from shared import SamplingParams, Synthetic
 from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
@@ -23,8 +23,9 @@ def test_torch_runner_under_sim_clock_matches_a_sim_replay(tiny_checkpoint):
     engine = Engine(folder, **ENGINE)
     config = json.loads((folder / "config.json").read_text())
     clock = RooflineCostModel(get_model_shape(config), get_hardware("h100"))
-    workload = Workload.synthetic(6, 20, 8, vocab_size=engine.model_info.vocab_size, seed=0,
-                                  rate=100.0, sampling_params=SamplingParams(temperature=0, ignore_eos=True))
+    workload = Synthetic(6, 20, 8,
+                         sampling_params=SamplingParams(temperature=0, ignore_eos=True)).build(
+                             vocab_size=engine.model_info.vocab_size, seed=0, rate=100.0)
     recorded = drive_workload(engine.scheduler, engine.runner, workload, clock=clock)
     assert all(r.output_len == 8 for r in recorded.requests.values())
 

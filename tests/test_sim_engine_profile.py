@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared import Workload
+from shared import Synthetic
 from sim.cost.batch_shape import BatchShape
 from sim.cost.engine_profile import ENGINE_PROFILES, SOURCES, EngineProfile, get_engine_profile
 from sim.cost.kernel.model import KernelCostModel
@@ -116,7 +116,7 @@ def test_an_explicit_admission_flag_wins_over_the_profile():
 
 def test_vllm_multi_step_serves_faster_than_single_step():
     """The same vLLM run with 8 scheduler steps finishes sooner: its decode CPU is amortised."""
-    w = Workload.synthetic(16, 64, 32, vocab_size=128256)
+    w = Synthetic(16, 64, 32).build(vocab_size=128256)
     single = simulate(w, cost_model="kernel", engine_profile="vllm", bounds=False)
     multi = simulate(w, cost_model="kernel", bounds=False,
                      engine_profile=get_engine_profile("vllm").with_scheduler_steps(8))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import SamplingParams, Workload, WorkloadRequest
+from shared import SamplingParams, Sessions, SharedPrefix, ShareGPTLike, Workload, WorkloadRequest
 from sim.fleet.driver import Replica, drive_fleet
 from sim.routers import ROUTERS, make_router
 from sim.run.build import build_simulation, load_model, model_info
@@ -27,7 +27,7 @@ CONFIGS = {
 
 
 def _workload(rate: float = 40.0, n: int = 120) -> Workload:
-    return Workload.sharegpt_like(n, vocab_size=128256, rate=rate, seed=3)
+    return ShareGPTLike(n).build(vocab_size=128256, rate=rate, seed=3)
 
 
 def _replica(model: str = "llama-3-8b", **engine_args) -> Replica:
@@ -62,8 +62,8 @@ def _two_requests() -> Workload:
 
 
 def _conversations(seed: int, think_time: float) -> Workload:
-    return Workload.sessions(2, 3, vocab_size=49152, user_len=16, output_len=4,
-                             think_time=think_time, seed=seed)
+    return Sessions(2, 3, user_len=16, output_len=4, think_time=think_time).build(vocab_size=49152,
+                                                                                  seed=seed)
 
 
 # NOTE: one timeout(t - now) lands a ulp past t from these sleeps (SimPy adds it to now):
@@ -172,8 +172,7 @@ def test_a_fleet_run_leaves_no_scheduler_to_the_cyclic_collector(router, turns):
     from sim.fleet.fleet_layout import Fleet
     from sim.run.simulate import simulate
 
-    w = Workload.sessions(3, turns, vocab_size=49152, user_len=8, output_len=4, rate=100.0,
-                          seed=1)
+    w = Sessions(3, turns, user_len=8, output_len=4).build(vocab_size=49152, rate=100.0, seed=1)
     gc.collect()
     gc.disable()
     try:
@@ -209,8 +208,7 @@ def test_cache_aware_beats_round_robin_on_shared_prefix_traffic():
     from sim.fleet.fleet_layout import Fleet
     from sim.run.simulate import simulate
 
-    w = Workload.generated_shared_prefix(16, 32, 1024, 64, 64, vocab_size=128256, rate=40.0,
-                                         seed=2)
+    w = SharedPrefix(16, 32, 1024, 64, 64).build(vocab_size=128256, rate=40.0, seed=2)
     rr, ca = (simulate(w, layout=Fleet(4, r), bounds=False).summary
               for r in ("round_robin", "cache_aware"))
     assert ca["prefix_hit_rate"] > rr["prefix_hit_rate"] + 0.05
@@ -225,7 +223,7 @@ def test_cache_aware_matches_least_load_without_shared_prefixes():
     from sim.fleet.fleet_layout import Fleet
     from sim.run.simulate import simulate
 
-    runs = {r: [simulate(Workload.sharegpt_like(400, vocab_size=128256, rate=40.0, seed=seed),
+    runs = {r: [simulate(ShareGPTLike(400).build(vocab_size=128256, rate=40.0, seed=seed),
                          layout=Fleet(4, r), bounds=False).summary for seed in range(3)]
             for r in ("least_load", "cache_aware")}
     for metric, tolerance in (("ttft_p50", 0.05), ("e2e_p50", 0.03), ("output_throughput", 0.01)):

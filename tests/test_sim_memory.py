@@ -8,6 +8,7 @@ the project may end in a reference cycle.
 import gc
 from pathlib import Path
 
+from shared.workload.sharegpt import ShareGPTLike
 from shared.workload.workload import Workload
 from sim.run.simulate import simulate
 
@@ -27,7 +28,7 @@ def _run(workload: Workload) -> None:
 def test_fifty_simulations_hold_the_memory_of_five():
     """Memory after 50 runs (50 requests each, Qwen3-8B on an H100) is within a few MB of
     memory after 5: each run's KV pools and radix tree are freed when it ends."""
-    workload = Workload.sharegpt_like(50, vocab_size=151936, seed=0, rate=10.0)
+    workload = ShareGPTLike(50).build(vocab_size=151936, seed=0, rate=10.0)
     for _ in range(5):
         _run(workload)
     rss5, vms5 = _memory_mb()
@@ -41,7 +42,7 @@ def test_fifty_simulations_hold_the_memory_of_five():
 def test_a_finished_simulation_leaves_no_project_object_in_a_cycle():
     """With the collector off, a run dropped by its caller leaves no object of shared/, sim/
     or exec/ to the cyclic collector (SimPy's environment keeps a small cycle of its own)."""
-    workload = Workload.sharegpt_like(30, vocab_size=151936, seed=1, rate=10.0)
+    workload = ShareGPTLike(30).build(vocab_size=151936, seed=1, rate=10.0)
     gc.collect()
     gc.disable()
     gc.set_debug(gc.DEBUG_SAVEALL)

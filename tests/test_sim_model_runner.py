@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from shared import ForwardBatch, Workload
+from shared import ForwardBatch, Synthetic
 from sim.cost.batch_shape import BatchShape
 from sim.run.build import build_simulation
 from sim.run.driver import drive_workload
@@ -13,7 +13,7 @@ def _simulation(**engine_args):
 
 
 def _workload(n=16, output=100):
-    return Workload.synthetic(n, 64, output, vocab_size=49152, seed=1)
+    return Synthetic(n, 64, output).build(vocab_size=49152, seed=1)
 
 
 class Recorder:
@@ -65,8 +65,8 @@ def test_a_runner_reused_for_another_run_samples_the_right_indices():
     prompt lengths) still samples output index len(output_ids) on every row."""
     first = _simulation()
     recorder = Recorder(first.runner)
-    drive_workload(first.scheduler, recorder, Workload.synthetic(4, 64, 5, vocab_size=49152))
+    drive_workload(first.scheduler, recorder, Synthetic(4, 64, 5).build(vocab_size=49152))
     second = _simulation()
     trace = drive_workload(second.scheduler, recorder,
-                           Workload.synthetic(4, 32, 5, vocab_size=49152))
+                           Synthetic(4, 32, 5).build(vocab_size=49152))
     assert recorder.checked > len(trace.steps)

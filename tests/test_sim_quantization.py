@@ -7,7 +7,7 @@ import json
 import pytest
 
 from experiments.main import main
-from shared.workload.workload import Workload
+from shared.workload.synthetic import Synthetic
 from sim.cost.batch_shape import BatchShape
 from sim.cost.kernel.elementwise_traffic import elementwise_row_bytes
 from sim.cost.kernel.model import KernelCostModel
@@ -95,7 +95,7 @@ def test_unknown_quantization_names_are_refused_naming_the_field(kw, match):
     from sim.run.simulate import simulate
 
     with pytest.raises(ValueError, match=match):
-        simulate(Workload.synthetic(2, 8, 2, vocab_size=100), model="smollm2-135m", **kw)
+        simulate(Synthetic(2, 8, 2).build(vocab_size=100), model="smollm2-135m", **kw)
 
 
 def test_nvfp4_weights_cost_0_5625_bytes_per_param_a_dense_layer_by_hand():
@@ -156,7 +156,7 @@ def test_nvfp4_simulates_on_b200_through_simulate_and_the_cli(capsys):
     and the trace header records the nvfp4 weights."""
     from sim.run.simulate import simulate
 
-    result = simulate(Workload.synthetic(4, 16, 4, vocab_size=1000), model="llama-3-8b",
+    result = simulate(Synthetic(4, 16, 4).build(vocab_size=1000), model="llama-3-8b",
                       hardware="b200", quantization="modelopt_fp4")
     assert len(result.requests) == 4
     assert result.trace.executor["weight_dtype"] == "nvfp4"

@@ -7,7 +7,7 @@ ReplayTokenSource and the external finishes through its `finished` hook."""
 
 import numpy as np
 
-from shared import FinishReason, SamplingParams, Trace, Workload
+from shared import FinishReason, SamplingParams, Synthetic, Trace
 from sim.model.from_config import embedded_configs
 from sim.run.simulate import simulate
 from sim.run.token_source import ReplayTokenSource, SyntheticTokenSource
@@ -44,8 +44,8 @@ class RecordedRun(SyntheticTokenSource):
 
 
 def _workload():
-    return Workload.synthetic(12, 150, 60, vocab_size=MODEL["vocab_size"], seed=3, rate=400.0,
-                              sampling_params=SamplingParams(ignore_eos=False))
+    return Synthetic(12, 150, 60, sampling_params=SamplingParams(ignore_eos=False)).build(
+        vocab_size=MODEL["vocab_size"], seed=3, rate=400.0)
 
 
 def _record(tmp_path):

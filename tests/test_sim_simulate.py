@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import sim
-from shared import EngineConfig, Trace, Workload, cuda_graph_batch_sizes
+from shared import EngineConfig, ShareGPTLike, Trace, Workload, cuda_graph_batch_sizes
 from sim.cost.base import ZeroCostModel
 from sim.cost.calibrated import FEATURES, CalibratedCostModel
 from sim.hardware.lookup import get_hardware
@@ -20,8 +20,9 @@ SMALL = {"model": "smollm2-135m", "hardware": "h100"}
 
 
 def _workload(seed=0, n=24, rate=100.0):
-    return Workload.sharegpt_like(n, vocab_size=VOCAB, seed=seed, rate=rate,
-                                  prompt_median=64, output_median=16, max_len=256)
+    return ShareGPTLike(n, prompt_median=64, output_median=16, max_len=256).build(vocab_size=VOCAB,
+                                                                                  seed=seed,
+                                                                                  rate=rate)
 
 
 def test_same_workload_and_seed_give_identical_frames():
@@ -146,7 +147,7 @@ def test_empty_workload_and_negative_rate_are_refused():
     with pytest.raises(ValueError, match="no requests"):
         sim.simulate(Workload(()), **SMALL)
     with pytest.raises(ValueError, match="rate must be > 0"):
-        Workload.sharegpt_like(4, vocab_size=VOCAB, rate=-1.0)
+        ShareGPTLike(4).build(vocab_size=VOCAB, rate=-1.0)
 
 
 def test_engine_config_is_resolved_from_the_model():

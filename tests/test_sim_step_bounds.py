@@ -11,7 +11,7 @@ import pytest
 from shared.batch.forward_mode import ForwardMode
 from shared.trace.run_result import STEP_COLUMNS, RunResult, bound_shares
 from shared.trace.trace import Trace
-from shared.workload.workload import Workload
+from shared.workload.synthetic import Synthetic
 from sim.cost.base import BOUNDS, BoundSplit, ZeroCostModel, bounds_of
 from sim.cost.batch_shape import BatchShape
 from sim.cost.extend_steps import ExtendSteps
@@ -166,7 +166,7 @@ def test_extend_steps_bounded_together_name_each_steps_own_bound(cls, model, tp,
 def test_a_runs_bounds_are_each_recorded_steps_own(cls, engine_args):
     """step_bounds of a simulated run (steps bounded together) names, per step, the bound of
     its recorded batch re-priced alone (BatchShape.from_step_record)."""
-    workload = Workload.synthetic(40, 300, 24, vocab_size=49152, seed=2, rate=200.0)
+    workload = Synthetic(40, 300, 24).build(vocab_size=49152, seed=2, rate=200.0)
     result = simulate(workload, model="llama-3-8b", bounds=False, chunked_prefill_size=512,
                       **engine_args)
     m = _model(cls)
@@ -194,7 +194,7 @@ def test_the_default_split_counts_device_parts_as_compute():
 
 def test_a_simulated_run_fills_the_bound_column():
     """simulate's steps table has a bound per step, and the shares of step time sum to 1."""
-    workload = Workload.synthetic(20, 64, 8, vocab_size=49152, seed=0, rate=50.0)
+    workload = Synthetic(20, 64, 8).build(vocab_size=49152, seed=0, rate=50.0)
     result = simulate(workload, model="smollm2-135m")
     assert list(result.steps.columns) == list(STEP_COLUMNS)
     assert set(result.steps["bound"]) <= set(BOUNDS) and len(result.steps)
@@ -204,7 +204,7 @@ def test_a_simulated_run_fills_the_bound_column():
 
 def test_a_trace_without_bounds_still_builds_a_run_result(tmp_path):
     """An exec-style trace (saved and read back, no bounds): the column is "" throughout."""
-    workload = Workload.synthetic(6, 32, 4, vocab_size=49152, seed=1, rate=20.0)
+    workload = Synthetic(6, 32, 4).build(vocab_size=49152, seed=1, rate=20.0)
     result = simulate(workload, model="smollm2-135m", cost_model="kernel")
     result.trace.save(tmp_path / "trace.jsonl")
     again = RunResult.from_trace(Trace.load(tmp_path / "trace.jsonl"))

@@ -6,7 +6,7 @@ import collections
 
 import pytest
 
-from shared import Workload
+from shared import MultiTenant, Workload
 
 
 def _tenants(w: Workload) -> collections.Counter:
@@ -16,22 +16,22 @@ def _tenants(w: Workload) -> collections.Counter:
 def test_tenant_popularity_follows_the_zipf_exponent():
     """zipf 1 over 4 tenants: shares 12/25, 6/25, 4/25, 3/25 (within sampling noise over
     4000 requests); zipf 0: even."""
-    skewed = _tenants(Workload.multi_tenant(4000, 4, 16, 8, 4, vocab_size=100, zipf=1.0))
+    skewed = _tenants(MultiTenant(4000, 4, 16, 8, 4, zipf=1.0).build(vocab_size=100))
     for k, share in enumerate((12 / 25, 6 / 25, 4 / 25, 3 / 25)):
         assert skewed[f"t{k}"] / 4000 == pytest.approx(share, abs=0.03)
-    even = _tenants(Workload.multi_tenant(4000, 4, 16, 8, 4, vocab_size=100, zipf=0.0))
+    even = _tenants(MultiTenant(4000, 4, 16, 8, 4, zipf=0.0).build(vocab_size=100))
     assert all(even[f"t{k}"] / 4000 == pytest.approx(0.25, abs=0.03) for k in range(4))
 
 
 def test_a_tenants_prompts_share_its_system_prompt_and_the_seed_repeats_them():
-    w = Workload.multi_tenant(50, 3, 32, 8, 4, vocab_size=1000, seed=5, rate=10.0)
+    w = MultiTenant(50, 3, 32, 8, 4).build(vocab_size=1000, seed=5, rate=10.0)
     prefix = {}
     for r in w:
         tenant = r.rid.split("-")[0]
         assert prefix.setdefault(tenant, r.input_ids[:32]) == r.input_ids[:32]
         assert len(r.input_ids) == 40
     assert len(set(prefix.values())) == len(prefix)
-    again = Workload.multi_tenant(50, 3, 32, 8, 4, vocab_size=1000, seed=5, rate=10.0)
+    again = MultiTenant(50, 3, 32, 8, 4).build(vocab_size=1000, seed=5, rate=10.0)
     assert [r.to_dict() for r in w] == [r.to_dict() for r in again]
 
 
@@ -42,4 +42,4 @@ def test_a_tenants_prompts_share_its_system_prompt_and_the_seed_repeats_them():
 def test_bad_tenant_arguments_are_refused_by_name(kwargs, match):
     args = {"num_tenants": 2, "zipf": 1.0, **kwargs}
     with pytest.raises(ValueError, match=match):
-        Workload.multi_tenant(10, args.pop("num_tenants"), 8, 4, 4, vocab_size=100, **args)
+        MultiTenant(10, args.pop("num_tenants"), 8, 4, 4, **args).build(vocab_size=100)

@@ -14,20 +14,27 @@ from hypothesis import strategies as st
 
 from shared.request.req import Req
 from shared.request.sampling_params import SamplingParams
+from shared.workload.arrivals import arrival_times
 from shared.workload.length_dist import Empirical, Fixed, LogNormal, Uniform, as_length_dist
-from shared.workload.workload import Workload, WorkloadRequest, arrival_times
+from shared.workload.multi_turn import MultiTurn
+from shared.workload.shared_prefix import SharedPrefix
+from shared.workload.sharegpt import ShareGPTLike
+from shared.workload.synthetic import Synthetic
+from shared.workload.workload import Workload, WorkloadRequest
 from tests.strategies import length_dists
 
 VOCAB = 50
-BUILDERS = {
-    "synthetic": lambda seed, **kw: Workload.synthetic(
-        20, Uniform(1, 12), LogNormal(8, 0.5, 32), vocab_size=VOCAB, seed=seed, **kw),
-    "sharegpt_like": lambda seed, **kw: Workload.sharegpt_like(
-        20, vocab_size=VOCAB, seed=seed, max_len=256, **kw),
-    "generated_shared_prefix": lambda seed, **kw: Workload.generated_shared_prefix(
-        3, 4, 16, Uniform(2, 6), 5, vocab_size=VOCAB, seed=seed, **kw),
-    "multi_turn": lambda seed, **kw: Workload.multi_turn(
-        3, 4, vocab_size=VOCAB, user_len=Uniform(1, 5), output_len=3, seed=seed, **kw),
+BUILDERS = {  # (seed, rate=..., sampling_params=...) -> Workload
+    "synthetic": lambda seed, sampling_params=None, **kw: Synthetic(
+        20, Uniform(1, 12), LogNormal(8, 0.5, 32), sampling_params).build(
+        vocab_size=VOCAB, seed=seed, **kw),
+    "sharegpt_like": lambda seed, sampling_params=None, **kw: ShareGPTLike(
+        20, max_len=256, sampling_params=sampling_params).build(vocab_size=VOCAB, seed=seed, **kw),
+    "generated_shared_prefix": lambda seed, sampling_params=None, **kw: SharedPrefix(
+        3, 4, 16, Uniform(2, 6), 5, sampling_params).build(vocab_size=VOCAB, seed=seed, **kw),
+    "multi_turn": lambda seed, sampling_params=None, **kw: MultiTurn(
+        3, 4, user_len=Uniform(1, 5), output_len=3, sampling_params=sampling_params).build(
+        vocab_size=VOCAB, seed=seed, **kw),
 }
 
 
@@ -76,7 +83,7 @@ def test_from_jsonl_rejects_a_file_without_workload_header(tmp_path):
 def test_from_jsonl_names_the_file_and_line_of_a_broken_request(tmp_path, line, what):
     """A request line that is not JSON, not an object or lacks a field: ValueError naming
     the file and the line, not a bare JSON or KeyError."""
-    w = Workload.synthetic(2, 4, 2, vocab_size=50)
+    w = Synthetic(2, 4, 2).build(vocab_size=50)
     w.to_jsonl(tmp_path / "w.jsonl")
     lines = (tmp_path / "w.jsonl").read_text().splitlines()
     (tmp_path / "w.jsonl").write_text("\n".join([lines[0], line, *lines[2:]]) + "\n")
@@ -104,7 +111,7 @@ def test_burstiness_sets_gap_variation_at_fixed_mean():
 
 def test_infinite_rate_puts_every_arrival_at_zero():
     """rate=inf: every request arrives at t=0."""
-    w = Workload.synthetic(5, 3, 2, vocab_size=VOCAB, rate=math.inf)
+    w = Synthetic(5, 3, 2).build(vocab_size=VOCAB, rate=math.inf)
     assert [r.arrival_time for r in w] == [0.0] * 5
 
 
@@ -131,7 +138,7 @@ def test_duplicate_rids_rejected():
 def test_synthetic_lengths_tokens_and_default_sampling_params():
     """Fixed lengths are honoured, ids lie in [0, vocab), and max_new_tokens = output length
     with EOS ignored."""
-    w = Workload.synthetic(30, 7, Fixed(4), vocab_size=VOCAB, seed=5, rate=10.0)
+    w = Synthetic(30, 7, Fixed(4)).build(vocab_size=VOCAB, seed=5, rate=10.0)
     assert [r.rid for r in w] == [f"r{i}" for i in range(30)]
     assert {len(r.input_ids) for r in w} == {7}
     assert all(0 <= t < VOCAB for r in w for t in r.input_ids)
@@ -141,14 +148,14 @@ def test_synthetic_lengths_tokens_and_default_sampling_params():
 def test_sampling_params_template_keeps_its_fields():
     """With a template, each request is `replace(template, max_new_tokens=output_len)`."""
     template = SamplingParams(temperature=0.5, top_p=0.9, max_new_tokens=999)
-    w = Workload.synthetic(3, 2, 6, vocab_size=VOCAB, sampling_params=template)
+    w = Synthetic(3, 2, 6, sampling_params=template).build(vocab_size=VOCAB)
     assert {r.sampling_params for r in w} == {dataclasses.replace(template, max_new_tokens=6)}
     assert w.config["sampling_params"]["temperature"] == 0.5
 
 
 def test_to_req_carries_prompt_params_and_arrival():
     """WorkloadRequest.to_req builds a scheduler Req with the same fields."""
-    (r,) = Workload.synthetic(1, 5, 3, vocab_size=VOCAB, rate=1.0)
+    (r,) = Synthetic(1, 5, 3).build(vocab_size=VOCAB, rate=1.0)
     req = r.to_req()
     assert isinstance(req, Req)
     assert (req.rid, req.origin_input_ids, req.sampling_params, req.arrival_time) == (
@@ -158,7 +165,7 @@ def test_to_req_carries_prompt_params_and_arrival():
 def test_shared_prefix_groups_share_their_system_prompt():
     """Every prompt of a group starts with the group's system prompt; groups differ; the
     requests are shuffled across groups."""
-    w = Workload.generated_shared_prefix(4, 5, 32, 8, 16, vocab_size=1000, seed=3, rate=5.0)
+    w = SharedPrefix(4, 5, 32, 8, 16).build(vocab_size=1000, seed=3, rate=5.0)
     assert len(w) == 20
     systems = {}
     for r in w:
@@ -173,8 +180,8 @@ def test_shared_prefix_groups_share_their_system_prompt():
 def test_multi_turn_prompt_extends_previous_turn():
     """Turn k's prompt = turn k-1's prompt + an answer of k-1's output length + a user
     message, and it arrives no earlier."""
-    w = Workload.multi_turn(3, 4, vocab_size=VOCAB, user_len=5, output_len=Uniform(2, 6),
-                            think_time=0.5, seed=4, rate=1.0)
+    w = MultiTurn(3, 4, user_len=5, output_len=Uniform(2, 6), think_time=0.5).build(
+        vocab_size=VOCAB, seed=4, rate=1.0)
     by_rid = {r.rid: r for r in w}
     assert sorted(by_rid) == sorted(f"c{c}-t{k}" for c in range(3) for k in range(4))
     for c in range(3):
@@ -187,7 +194,7 @@ def test_multi_turn_prompt_extends_previous_turn():
 
 def test_sharegpt_like_lengths_are_heavy_tailed_and_capped():
     """Prompt and output medians near 200, means above the medians, all <= max_len // 2."""
-    w = Workload.sharegpt_like(2000, vocab_size=VOCAB, seed=0)
+    w = ShareGPTLike(2000).build(vocab_size=VOCAB, seed=0)
     prompt = np.array([len(r.input_ids) for r in w])
     output = np.array([r.sampling_params.max_new_tokens for r in w])
     for x in (prompt, output):
@@ -234,7 +241,7 @@ def test_bad_generator_parameters_rejected(kwargs):
     """Non-positive rate or burstiness, an empty vocabulary or no seed raise ValueError."""
     args = {"vocab_size": VOCAB, "seed": 0, **kwargs}
     with pytest.raises(ValueError, match=next(iter(kwargs))):
-        Workload.synthetic(3, 2, 2, **args)
+        Synthetic(3, 2, 2).build(**args)
 
 
 def test_as_length_dist_reads_int_as_fixed_and_rejects_others():
@@ -261,7 +268,7 @@ def test_length_samples_are_positive_ints_reproducible_by_seed(dist, seed):
        st.sampled_from([0.5, 1.0, 4.0, math.inf]), st.integers(0, 1000))
 def test_any_synthetic_workload_round_trips_through_jsonl(prompt, output, n, rate, seed):
     """Whatever the distributions, saving and loading gives an equal workload."""
-    w = Workload.synthetic(n, prompt, output, vocab_size=VOCAB, seed=seed, rate=rate)
+    w = Synthetic(n, prompt, output).build(vocab_size=VOCAB, seed=seed, rate=rate)
     with tempfile.TemporaryDirectory() as d:
         w.to_jsonl(Path(d) / "w.jsonl")
         assert Workload.from_jsonl(Path(d) / "w.jsonl") == w

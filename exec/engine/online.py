@@ -34,7 +34,7 @@ def run_workload(engine: Engine, workload: Workload) -> RunResult:
     if not len(workload):
         raise ValueError("the workload has no requests")
     if workload.followups:
-        raise ValueError("follow-up turns (Workload.sessions) are run by the simulator only "
+        raise ValueError("follow-up turns (`Sessions`) are run by the simulator only "
                          "(sim.run.simulate); the real executor's online run takes open-loop "
                          "workloads")
     taken = [w.rid for w in workload if w.rid in engine.trace.requests]

@@ -1,6 +1,6 @@
 """The prompts `batchtwin bench serve --dataset-name` sends, as text, with their send times.
 
-Each dataset is one of the spec's workload generators (`shared.workload.workload.Workload`) over a
+Each dataset is one of the spec's workload generators (`shared.workload.registry`) over a
 vocabulary of 26**3 three-letter words; token id `i` becomes the word for `i` plus a space,
 so a prompt of N tokens is N words of four characters: N tokens for batchtwin's placeholder
 codec, about two each for a BPE tokenizer such as SmolLM2's. Prompts that share a token
@@ -9,7 +9,7 @@ prefix share that text prefix, so a server's prefix cache sees the sharing the w
 - `random`: `--random-input-len` tokens in, `--random-output-len` out, every request alike,
   or with vLLM's `--random-range-ratio R` each length uniform in [len x (1 - R), len x (1 + R)];
 - `sharegpt-like`: lengths lognormal with medians 200 in and out, sigma 1, each clipped to
-  1024 (`Workload.sharegpt_like`: ShareGPT's shape without its text); `--sharegpt-output-len`
+  1024 (`ShareGPTLike`: ShareGPT's shape without its text); `--sharegpt-output-len`
   fixes the output length instead, as vLLM's flag does;
 - `shared-prefix`: SGLang's `generated-shared-prefix` (`--gsp-num-groups` groups of
   `--gsp-prompts-per-group` prompts, each a group's `--gsp-system-prompt-len`-token system
@@ -28,6 +28,9 @@ import math
 from experiments.bench.serve_bench import Sent
 from experiments.cli.arg_types import fraction, positive_int
 from shared.workload.length_dist import Uniform
+from shared.workload.shared_prefix import SharedPrefix
+from shared.workload.sharegpt import ShareGPTLike
+from shared.workload.synthetic import Synthetic
 from shared.workload.workload import Workload
 
 DATASETS = ("random", "sharegpt-like", "shared-prefix")
@@ -77,17 +80,17 @@ def _workload(args: argparse.Namespace) -> Workload:
         return _random(args)
     arrivals = _arrivals(args)
     if args.dataset_name == "sharegpt-like":
-        w = Workload.sharegpt_like(args.num_prompts, vocab_size=VOCAB, **arrivals)
+        w = ShareGPTLike(args.num_prompts).build(vocab_size=VOCAB, **arrivals)
         return w if args.sharegpt_output_len is None else _with_output_len(w, args.sharegpt_output_len)
-    return Workload.generated_shared_prefix(
-        args.gsp_num_groups, args.gsp_prompts_per_group, args.gsp_system_prompt_len,
-        args.gsp_question_len, args.gsp_output_len, vocab_size=VOCAB, **arrivals)
+    return SharedPrefix(args.gsp_num_groups, args.gsp_prompts_per_group,
+                        args.gsp_system_prompt_len, args.gsp_question_len,
+                        args.gsp_output_len).build(vocab_size=VOCAB, **arrivals)
 
 
 def _random(args: argparse.Namespace) -> Workload:
     r = args.random_range_ratio
-    return Workload.synthetic(args.num_prompts, _around(args.random_input_len, r),
-                              _around(args.random_output_len, r), vocab_size=VOCAB, **_arrivals(args))
+    return Synthetic(args.num_prompts, _around(args.random_input_len, r),
+                     _around(args.random_output_len, r)).build(vocab_size=VOCAB, **_arrivals(args))
 
 
 def _around(n: int, ratio: float) -> int | Uniform:

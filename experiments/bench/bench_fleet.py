@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 from experiments.bench.cpu_info import cpu_model
+from shared.workload.sharegpt import ShareGPTLike
 from shared.workload.workload import Workload
 from sim.cost.step_bounds import step_bounds
 from sim.fleet.driver import Replica, drive_fleet
@@ -39,10 +40,10 @@ def fleet_once(c, workload: Workload, replicas: int) -> dict[str, float]:
 
 def bench_fleet(c, replicas: int, run_single) -> dict:
     """`run_single(c, workload)`: bench_sim's one-engine timing."""
-    single_w = Workload.sharegpt_like(c.num_requests, vocab_size=c.vocab_size, seed=c.seed,
-                                      rate=c.rate)
-    fleet_w = Workload.sharegpt_like(replicas * c.num_requests, vocab_size=c.vocab_size,
-                                     seed=c.seed, rate=replicas * c.rate)
+    single_w = ShareGPTLike(c.num_requests).build(vocab_size=c.vocab_size, seed=c.seed,
+                                                  rate=c.rate)
+    fleet_w = ShareGPTLike(replicas * c.num_requests).build(vocab_size=c.vocab_size, seed=c.seed,
+                                                            rate=replicas * c.rate)
     singles, fleets = [], []
     for _ in range(c.repeats):   # NOTE: interleaved, so a slow phase of the host hits both
         singles.append(run_single(c, single_w))

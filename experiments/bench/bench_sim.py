@@ -38,6 +38,7 @@ from pathlib import Path
 
 from experiments.bench.cpu_info import cpu_model
 from shared.trace.run_result import RunResult
+from shared.workload.sharegpt import ShareGPTLike
 from shared.workload.workload import Workload
 from sim.cost.step_bounds import step_bounds
 from sim.run.build import build_simulation
@@ -168,8 +169,8 @@ def main(argv: list[str] | None = None) -> dict:
         from experiments.bench.bench_fleet import bench_fleet
 
         return bench_fleet(c, args.dp, run_once)
-    workload = Workload.sharegpt_like(c.num_requests, vocab_size=c.vocab_size, seed=c.seed,
-                                      rate=c.rate)
+    workload = ShareGPTLike(c.num_requests).build(vocab_size=c.vocab_size, seed=c.seed,
+                                                  rate=c.rate)
     configs = dict(ENGINE_CONFIGS)
     if args.engine_args:
         configs["custom"] = args.engine_args

@@ -60,18 +60,17 @@ def _engine(path: Path, device: str, tiny: bool):
 
 
 def _workloads(engine, args):
-    from shared import SamplingParams, Workload
+    from shared import SamplingParams, ShareGPTLike, Synthetic
 
     vocab = engine.model_info.vocab_size
     params = SamplingParams(max_new_tokens=OUTPUT_LEN, ignore_eos=True)
     scale = 8 if args.tiny else 1
     for n, length in GRID:
-        yield f"batch {n} x {length}", Workload.synthetic(
-            n, length // scale, OUTPUT_LEN, vocab_size=vocab, rate=float("inf"),
-            sampling_params=params)
-    yield f"online {args.rate}/s", Workload.sharegpt_like(
-        args.requests, vocab_size=vocab, rate=args.rate, sampling_params=params, seed=0,
-        max_len=4096 // scale)
+        yield f"batch {n} x {length}", Synthetic(
+            n, length // scale, OUTPUT_LEN, sampling_params=params).build(vocab_size=vocab,
+                                                                          rate=float("inf"))
+    online = ShareGPTLike(args.requests, sampling_params=params, max_len=4096 // scale)
+    yield f"online {args.rate}/s", online.build(vocab_size=vocab, rate=args.rate, seed=0)
 
 
 def _row(name: str, engine, workload, cost) -> dict:

@@ -18,6 +18,7 @@ end where the real ones did). Each run gives
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from shared.loop.scheduler import Scheduler
 from shared.request.sampling_params import SamplingParams
 from shared.trace.run_result import RunResult
 from shared.trace.trace import Trace, TraceHeader
+from shared.workload.sharegpt import ShareGPTLike
 from shared.workload.workload import Workload, WorkloadRequest
 from sim.cost.base import CostModel
 from sim.run.driver import drive_workload
@@ -44,24 +46,32 @@ PERCENTILES = ("p50", "p90")
 WARMUP_PROMPT_LEN, WARMUP_REQUESTS = 64, 4
 
 
+FIDELITY_TRAFFIC = ShareGPTLike(40, prompt_median=128.0, output_median=48.0, sigma=0.6,
+                                max_len=1024, name="fidelity")
+
+
 @dataclass(frozen=True)
-class WorkloadSpec:
-    num_requests: int = 40
+class FidelityWorkload:
+    """The requests of every run: `traffic` at `rate` (Poisson), drawn from `seed`, sampled
+    at `temperature` (as calibrated: CalibrationConfig.temperature), EOS ignored."""
+
+    traffic: ShareGPTLike = FIDELITY_TRAFFIC
     rate: float = 2.0
-    prompt_median: float = 128.0
-    output_median: float = 48.0
-    sigma: float = 0.6
-    max_len: int = 1024
     seed: int = 0
-    temperature: float = 1.0     # sampled, as calibrated (CalibrationConfig.temperature)
+    temperature: float = 1.0
 
     def build(self, vocab_size: int) -> Workload:
-        return Workload.sharegpt_like(self.num_requests, vocab_size=vocab_size, seed=self.seed,
-                                   rate=self.rate, prompt_median=self.prompt_median,
-                                   output_median=self.output_median, sigma=self.sigma,
-                                   max_len=self.max_len, name="fidelity",
-                                   sampling_params=SamplingParams(temperature=self.temperature,
-                                                                  ignore_eos=True))
+        params = SamplingParams(temperature=self.temperature, ignore_eos=True)
+        return dataclasses.replace(self.traffic, sampling_params=params).build(
+            vocab_size=vocab_size, seed=self.seed, rate=self.rate)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record fidelity.json holds (flat, its keys in this order)."""
+        t = self.traffic
+        return {"num_requests": t.num_requests, "rate": self.rate,
+                "prompt_median": t.prompt_median, "output_median": t.output_median,
+                "sigma": t.sigma, "max_len": t.max_len, "seed": self.seed,
+                "temperature": self.temperature}
 
 
 class RunFidelity(NamedTuple):
@@ -73,13 +83,13 @@ class RunFidelity(NamedTuple):
     errors: dict[str, float]
 
 
-def run_fidelity(engine: Engine, cost_for_run: Callable[[int], CostModel], spec: WorkloadSpec,
-                 runs: int, progress=print) -> list[RunFidelity]:
+def run_fidelity(engine: Engine, cost_for_run: Callable[[int], CostModel],
+                 spec: FidelityWorkload, runs: int, progress=print) -> list[RunFidelity]:
     """`cost_for_run(k)` is run k's cost model, asked for just before the run."""
     out = []
     for k in range(runs):
         cost_model = cost_for_run(k)
-        progress(f"run {k + 1}/{runs}: warm-up, then {spec.num_requests} requests at "
+        progress(f"run {k + 1}/{runs}: warm-up, then {spec.traffic.num_requests} requests at "
                  f"{spec.rate}/s in wall-clock time")
         warm_up(engine)
         engine.reset()

@@ -23,7 +23,12 @@ from pathlib import Path
 
 from experiments.calibration import calibrate_cmd
 from experiments.calibration.config import CalibrationConfig
-from experiments.calibration.fidelity import WorkloadSpec, latency_table, medians, run_fidelity
+from experiments.calibration.fidelity import (
+    FidelityWorkload,
+    latency_table,
+    medians,
+    run_fidelity,
+)
 from experiments.cli.arg_types import non_negative_float, positive_float, positive_int, seed
 from experiments.cli.errors import UsageError
 from sim.cost.calibrated import CalibratedCostModel
@@ -34,7 +39,7 @@ BARS = {"teacher_forced_median_ape": 0.05, "teacher_forced_mape": 0.10,
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    w = WorkloadSpec()
+    w = FidelityWorkload()
     p.add_argument("--model", default=None,
                    help="checkpoint folder or .gguf (default: SmolLM2-135M, else a tiny random model)")
     p.add_argument("--cost-model", default=None, metavar="JSON",
@@ -47,15 +52,16 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, default=CalibrationConfig.threads,
                    help="torch threads, fixed for the whole run (as for calibrate)")
     p.add_argument("--runs", type=positive_int, default=3)
-    p.add_argument("--num-requests", type=positive_int, default=w.num_requests)
+    p.add_argument("--num-requests", type=positive_int, default=w.traffic.num_requests)
     p.add_argument("--rate", type=positive_float, default=w.rate, help="requests/s (Poisson)")
-    p.add_argument("--prompt-median", type=positive_float, default=w.prompt_median)
-    p.add_argument("--output-median", type=positive_float, default=w.output_median)
+    p.add_argument("--prompt-median", type=positive_float, default=w.traffic.prompt_median)
+    p.add_argument("--output-median", type=positive_float, default=w.traffic.output_median)
     p.add_argument("--max-total-tokens", type=positive_int,
                    default=CalibrationConfig.max_total_tokens,
                    help=f"KV capacity of the engine in tokens (at least "
                         f"{CalibrationConfig.chunk_size}, one prefill chunk)")
-    p.add_argument("--temperature", type=non_negative_float, default=w.temperature,
+    p.add_argument("--temperature", type=non_negative_float,
+                   default=w.temperature,
                    help="sampling temperature of the workload and of the calibration (0: greedy)")
     p.add_argument("--seed", type=seed, default=w.seed)
     p.add_argument("--out", default="batchtwin-fidelity", metavar="DIR")
@@ -73,8 +79,10 @@ def run(args: argparse.Namespace) -> int:
     c = CalibrationConfig(model=args.model, device=args.device, dtype=dtype,
                           threads=args.threads, max_total_tokens=args.max_total_tokens,
                           seed=args.seed, temperature=args.temperature)
-    spec = WorkloadSpec(args.num_requests, args.rate, args.prompt_median, args.output_median,
-                        seed=args.seed, temperature=args.temperature)
+    traffic = dataclasses.replace(FidelityWorkload().traffic, num_requests=args.num_requests,
+                                  prompt_median=args.prompt_median,
+                                  output_median=args.output_median)
+    spec = FidelityWorkload(traffic, args.rate, args.seed, args.temperature)
     model = resolve_model(c.model, out)
     engine = calibration_engine(c, model)
     models: list[CalibratedCostModel] = []
@@ -89,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         return models[-1]
 
     runs = run_fidelity(engine, cost_for_run, spec, args.runs)
-    write(out, runs, {"calibration": asdict(c), "workload": asdict(spec), "runs": args.runs,
+    write(out, runs, {"calibration": asdict(c), "workload": spec.to_dict(), "runs": args.runs,
                       "cost_models": [m.to_dict() for m in models or [fixed]]})
     print((out / "report.md").read_text())
     return 0

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from shared.request.sampling_params import SamplingParams
+from shared.workload.sharegpt import ShareGPTLike
 from shared.workload.workload import Workload, WorkloadRequest
 
 MIXED_SHORT_PROMPT = 32
@@ -106,10 +107,10 @@ class _Builder:
         return Scenario(name, (first, second))
 
     def online(self, n: int, rate: float, seed: int) -> Scenario:
-        w = Workload.sharegpt_like(n, vocab_size=self.vocab_size, seed=seed + 7919, rate=rate,
-                                   prompt_median=128, output_median=32, sigma=0.6, max_len=1024,
-                                   sampling_params=SamplingParams(temperature=self.temperature,
-                                                                  ignore_eos=True))
+        traffic = ShareGPTLike(n, prompt_median=128, output_median=32, sigma=0.6, max_len=1024,
+                               sampling_params=SamplingParams(temperature=self.temperature,
+                                                              ignore_eos=True))
+        w = traffic.build(vocab_size=self.vocab_size, seed=seed + 7919, rate=rate)
         tagged = tuple(dataclasses.replace(r, rid=f"{self.tag}online-{r.rid}") for r in w)
         return Scenario("online", (Workload(tagged, name="online"),))
 

@@ -21,7 +21,7 @@ from experiments.calibration.grid import Scenario, scenarios
 from experiments.calibration.machine_probe import MachineRates, measure_machine
 from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
 from shared.request.sampling_params import SamplingParams
-from shared.workload.workload import Workload
+from shared.workload.sharegpt import ShareGPTLike
 from sim.cost.batch_shape import BatchShape
 from sim.cost.calibrated import FEATURES, CalibratedCostModel, shape_features
 from sim.run.replay import ReplayResult, replay
@@ -129,12 +129,11 @@ def serve(engine: Engine, scs: list[Scenario]) -> list[tuple[str, StepRecord]]:
 def online_trace(engine: Engine, c: CalibrationConfig, vocab: int):
     """A short Poisson run on the reset engine (so a fresh scheduler can replay it)."""
     engine.reset()
-    w = Workload.sharegpt_like(c.online_requests, vocab_size=vocab, seed=c.seed, rate=c.online_rate,
-                               prompt_median=c.online_prompt_median,
-                               output_median=c.online_output_median, sigma=0.6, max_len=1024,
-                               sampling_params=SamplingParams(temperature=c.temperature,
-                                                              ignore_eos=True),
-                               name="calibrate-online")
+    w = ShareGPTLike(c.online_requests, prompt_median=c.online_prompt_median,
+                     output_median=c.online_output_median, sigma=0.6, max_len=1024,
+                     sampling_params=SamplingParams(temperature=c.temperature, ignore_eos=True),
+                     name="calibrate-online").build(vocab_size=vocab, seed=c.seed,
+                                                    rate=c.online_rate)
     return engine.run(w).trace
 
 

@@ -23,7 +23,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from shared import EngineConfig, SamplingParams, Trace, Workload
+from shared import (
+    EngineConfig,
+    MultiTurn,
+    SamplingParams,
+    SharedPrefix,
+    ShareGPTLike,
+    Synthetic,
+    Trace,
+    Workload,
+)
 
 VOCAB = 32000
 ENGINE_CONFIGS = {
@@ -37,12 +46,12 @@ ENGINE_CONFIGS = {
 
 def workloads() -> dict[str, Workload]:
     return {
-        "sharegpt": Workload.sharegpt_like(60, vocab_size=VOCAB, seed=1, rate=20.0,
-                                           prompt_median=300, output_median=80),
-        "shared_prefix": Workload.generated_shared_prefix(4, 12, 600, 60, 40, vocab_size=VOCAB,
-                                                          seed=2, rate=30.0),
-        "multi_turn": Workload.multi_turn(8, 3, vocab_size=VOCAB, user_len=80, output_len=40,
-                                          seed=3, rate=4.0),
+        "sharegpt": ShareGPTLike(60, prompt_median=300, output_median=80).build(vocab_size=VOCAB,
+                                                                                seed=1, rate=20.0),
+        "shared_prefix": SharedPrefix(4, 12, 600, 60, 40).build(vocab_size=VOCAB, seed=2,
+                                                                rate=30.0),
+        "multi_turn": MultiTurn(8, 3, user_len=80, output_len=40).build(vocab_size=VOCAB, seed=3,
+                                                                        rate=4.0),
     }
 
 
@@ -121,8 +130,8 @@ def exec_runs() -> Iterator[tuple[str, Callable[[], list[Trace]]]]:
 
     def case(engine: dict, seed: int) -> ConformanceCase:
         params = SamplingParams(max_new_tokens=12, temperature=0.8, sampling_seed=seed)
-        workload = Workload.synthetic(10, 24, 12, vocab_size=TINY_INFO.vocab_size, seed=seed,
-                                      rate=2000.0, sampling_params=params)
+        workload = Synthetic(10, 24, 12, sampling_params=params).build(
+            vocab_size=TINY_INFO.vocab_size, seed=seed, rate=2000.0)
         return ConformanceCase(EngineConfig(max_total_tokens=400, **engine), workload, TINY_INFO)
 
     for ename, engine in (("default", {}), ("no_overlap_chunked", {"disable_overlap_schedule": True,

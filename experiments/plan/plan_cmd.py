@@ -40,7 +40,7 @@ MIN_REQUESTS = 10
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    from experiments.cli.workload_flags import WORKLOADS
+    from shared.workload.registry import GENERATORS
 
     d = Grid()
     m = p.add_argument_group("model and hardware (comma lists are swept)")
@@ -63,7 +63,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="roofline (default), kernel, or a calibrated cost model file")
     engine_profile_arguments(m)
     w = p.add_argument_group("workload")
-    w.add_argument("--workload", choices=WORKLOADS, default="sharegpt")
+    w.add_argument("--workload", choices=tuple(GENERATORS), default="sharegpt")
     w.add_argument("--num-requests", type=int, default=1000, help="requests per run")
     w.add_argument("--prompt-len", type=positive_int, default=None, help="as `batchtwin simulate`")
     w.add_argument("--output-len", type=positive_int, default=None, help="as `batchtwin simulate`")
@@ -120,8 +120,10 @@ def build_plan(args: argparse.Namespace):
 
     if args.num_requests < MIN_REQUESTS:
         raise ValueError(f"--num-requests must be at least {MIN_REQUESTS}, got {args.num_requests}")
-    workload = WorkloadSpec(args.workload, args.num_requests, args.prompt_len, args.output_len,
-                            args.burstiness, args.num_groups, args.system_prompt_len)
+    workload = WorkloadSpec(workload=args.workload, num_requests=args.num_requests,
+                            prompt_len=args.prompt_len, output_len=args.output_len,
+                            burstiness=args.burstiness, num_groups=args.num_groups,
+                            system_prompt_len=args.system_prompt_len)
     from sim.routers import ROUTERS
 
     if args.router not in ROUTERS:

@@ -14,7 +14,6 @@ it avoids the drain tail a finite run adds to `request_throughput`.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -39,7 +38,9 @@ FLOOR_REQUESTS = 200
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """The workload flags of `batchtwin simulate` (its `make_workload` builds the requests)."""
+    """The workload flags of a plan, by their flag names (those `plan` has no flag for keep
+    `simulate`'s defaults). A run's request count scales `num_requests` (module doc), so the
+    generator spec (`experiments.cli.workload_flags.workload_spec`) is made per run."""
 
     workload: str = "sharegpt"
     num_requests: int = 1000
@@ -48,13 +49,15 @@ class WorkloadSpec:
     burstiness: float = 1.0
     num_groups: int = 8
     system_prompt_len: int = 2048
+    tenant_zipf: float = 1.0
+    turns: int = 4
+    think_time: float = 1.0
 
     def build(self, rate: float, seed: int, vocab_size: int):
-        from experiments.cli.workload_flags import make_workload
+        from experiments.cli.workload_flags import workload_spec
 
-        args = argparse.Namespace(**dataclasses.asdict(self), rate=rate, seed=seed,
-                                  workload_file=None)
-        return make_workload(args, vocab_size)
+        return workload_spec(self).build(vocab_size=vocab_size, seed=seed, rate=rate,
+                                         burstiness=self.burstiness)
 
 
 @dataclass(frozen=True)

@@ -71,22 +71,22 @@ def build_workload(w: WorkloadSpec, vocab_size: int):
     the benchmarks' fixed-length runs do."""
     import math
 
-    from shared import SamplingParams, Workload
+    from shared import SamplingParams, ShareGPTLike, Synthetic
 
     if w.input_dist is not None:
         params = SamplingParams(max_new_tokens=w.output_dist.max_len, ignore_eos=True)
-        return Workload.synthetic(w.num_prompts, w.input_dist, w.output_dist,
-                                  vocab_size=vocab_size, rate=w.rate, sampling_params=params)
+        return Synthetic(w.num_prompts, w.input_dist, w.output_dist,
+                         sampling_params=params).build(vocab_size=vocab_size, rate=w.rate)
     params = SamplingParams(max_new_tokens=max(w.output_len, 1), ignore_eos=True)
     if not w.sharegpt:
-        return Workload.synthetic(w.num_prompts, w.input_len, w.output_len, vocab_size=vocab_size,
-                                  rate=w.rate, sampling_params=params)
+        return Synthetic(w.num_prompts, w.input_len, w.output_len,
+                         sampling_params=params).build(vocab_size=vocab_size, rate=w.rate)
     medians = {}
     if w.input_len and w.output_len:
         ratio = math.exp(SHAREGPT_SIGMA ** 2 / 2)
         medians = {"prompt_median": w.input_len / ratio, "output_median": w.output_len / ratio}
-    return Workload.sharegpt_like(w.num_prompts, vocab_size=vocab_size, rate=w.rate,
-                                  sigma=SHAREGPT_SIGMA, sampling_params=params, **medians)
+    return ShareGPTLike(w.num_prompts, sigma=SHAREGPT_SIGMA, sampling_params=params,
+                        **medians).build(vocab_size=vocab_size, rate=w.rate)
 
 
 def _vocab(spec: RowSpec) -> int:

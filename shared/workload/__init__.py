@@ -1,1 +1,2 @@
-"""Workloads: `Workload` and its requests, length distributions and the generators."""
+"""Workloads: `Workload` and its requests (`workload`), arrivals, length distributions, and
+the generators, one frozen spec per file, named in `registry.GENERATORS`."""

@@ -73,7 +73,7 @@ def drive_disaggregated(prefill: Sequence[Replica], decode: Sequence[Replica],
                          f"link per prefill instance, got {len(prefill)}, {len(decode)}, "
                          f"{len(links)}")
     if workload.followups:
-        raise ValueError("follow-up turns (Workload.sessions) are not run under "
+        raise ValueError("follow-up turns (`Sessions`) are not run under "
                          "disaggregation yet: run them co-located (Single or Fleet layouts)")
     for r in (*prefill, *decode):
         check_workload(r.scheduler, workload)

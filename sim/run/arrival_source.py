@@ -6,7 +6,7 @@ not yet returned could reach it (math.inf when none will). A single engine reads
 workload (`WorkloadArrivals`); a fleet's replica reads what the router sent it
 (`sim.fleet.driver`).
 
-`WorkloadArrivals` also holds a workload's follow-up turns (`shared.workload.sessions`):
+`WorkloadArrivals` also holds a workload's follow-up turns (`shared.workload.workload.FollowUp`):
 `finished(done, records)` turns each finished request's follow-up into a request, sent a
 think time after the reply (the record's finish time), re-sending the history; a turn that
 did not end normally ends its conversation (its follow-ups are dropped).
