@@ -38,7 +38,7 @@ class ExecStepper:
     def arrival_time(self) -> float:
         return self._e.now()
 
-    now = time = catch_up = arrival_time
+    now = time = catch_up = arrival_time   # NOTE: the Engine's clock is the wall's: one reading each
 
     def header(self) -> dict:
         return {"mode": "exec", "model_path": self._model_path, "served_model_name": self.model_name,

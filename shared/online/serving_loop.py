@@ -8,11 +8,11 @@ The server's threads validate (`Stepper.check` reads the config only) and post t
 its request wherever it is), admits what arrived and steps (`shared.loop.admission_turn`:
 under the overlap schedule a request arriving during a step waits in the arrival buffer,
 `shared.online.arrival_buffer`), and sends every admitted request its news as soon as a
-step's result is processed, then publishes the stats. `stop()` aborts what is in flight,
+step's result is processed, with the stats. `stop()` aborts what is in flight,
 turns until the stepper is idle (`Stepper.quiesce`) and joins the thread; an error that
 killed the thread ends every open request and is raised there.
 NOTE: only the loop's thread touches the stepper's scheduler; `stats()` reads the snapshot
-published after each turn.
+it publishes each time it sends events (each turn, and as each step's last result is in).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class ServingLoop:
         return True
 
     def stats(self) -> EngineStats:
-        return self._stats   # NOTE: published by the loop's thread after each turn
+        return self._stats   # NOTE: published by the loop's thread with its events (_emit)
 
     def now(self) -> float:
         return self._stepper.now()
@@ -97,7 +97,6 @@ class ServingLoop:
         ran = admission_turn(s.time(), s.admission_time, self._admit_until,
                              lambda now: s.step(now, self._emit), s.catch_up)
         self._emit()
-        self._stats = s.stats()
         if ran is not None:
             return True
         if stopping and not self._arrived and s.quiesce():
@@ -142,7 +141,8 @@ class ServingLoop:
                 self._stepper.abort(req.rid, SHUTDOWN)
 
     def _emit(self) -> None:
-        """Send each admitted request its news; the finished ones their last event."""
+        """Send each admitted request its news, the finished ones their last event; publish
+        the stats (NOTE: also while a step runs: the batch it holds counts as running)."""
         for rid, (req, on_event) in list(self._listeners.items()):
             event = self._stepper.increment(req)
             if event is None:
@@ -151,6 +151,7 @@ class ServingLoop:
             if event.finish is not None:
                 del self._listeners[rid]
                 self._stepper.forget(req)
+        self._stats = self._stepper.stats()
 
     def _fail_all(self, message: str) -> None:
         """Every open request, and every one still in the inbox, ends aborted with `message`."""

@@ -3,15 +3,16 @@ executor (`exec.engine.online_engine`) or the simulator paced in wall-clock time
 (`sim.run.online_sim`). The loop owns the inbox, the arrivals, the listeners and the
 admission turn; a stepper checks and admits requests, steps, and tells each request's news.
 
-Contract: `check`, `arrival_time`, `now`, `stats`-free reads of the config (`header`,
-`vocab_size`, `context_length`, `model_name`) run on any thread; every other method runs on
-the loop's thread only, after `start()`. `time()` is the engine's clock there: where the
-next step starts and what events are stamped with. `step(now, on_processed)` schedules at
-`now` and runs one step, calling `on_processed()` right after the last step's result is
-processed (before this step's forward is done, where the executor overlaps them); it
-returns what ran, or None when nothing could run (the last result processed). `increment`
-is a request's news since its last one (None: nothing new); one with a finish is its last,
-after which the loop calls `forget`.
+Contract: `check`, `arrival_time`, `now`, `header`, `trace` and the attributes run on any
+thread (they read the config, the clock, or the trace object); every other method runs on
+the loop's thread, after `start()` (which the loop calls before starting that thread).
+`time()` is the engine's clock there: where the next step starts, what events are stamped
+with. `step(now, on_processed)` schedules at `now` and runs one step, calling
+`on_processed()` right after the last step's result is processed (before this step's
+forward is done, where the executor overlaps them); it returns what ran, or None when
+nothing could run (the last result processed then). `increment` is a request's news since
+its last one (None: nothing new); one with a finish is its last, after which the loop calls
+`forget`.
 """
 
 from __future__ import annotations
