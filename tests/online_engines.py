@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import threading
 
+from shared.online.serving_loop import ServingLoop
 from sim.run.build import build_simulation
-from sim.run.online_sim import SimulatedOnlineEngine
+from sim.run.online_sim import SimStepper
 
 HANG_S = 60   # NOTE: hang detection only: every wait here ends long before
 
 
 def sim_engine():
-    return SimulatedOnlineEngine(build_simulation(model="llama-3-8b", hardware="h100"), "m", 100.0)
+    return ServingLoop(SimStepper(build_simulation(model="llama-3-8b", hardware="h100"), "m", 100.0))
 
 
 def exec_engine(tiny_checkpoint):
     from exec.engine.engine import Engine
-    from exec.engine.online_engine import ExecOnlineEngine
+    from exec.engine.online_engine import ExecStepper
 
-    return ExecOnlineEngine(Engine(tiny_checkpoint("llama")[0], max_total_tokens=1024), "m")
+    return ServingLoop(ExecStepper(Engine(tiny_checkpoint("llama")[0], max_total_tokens=1024), "m"))
 
 
 class Collected:

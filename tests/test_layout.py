@@ -34,7 +34,7 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     "shared/loop": {"shared/admission", "shared/batch", "shared/config", "shared/memory",
                     "shared/request", "shared/trace"},
     "shared/workload": {"shared/request"},
-    "shared/online": {"shared/request", "shared/trace"},
+    "shared/online": {"shared/loop", "shared/request", "shared/trace"},   # the admission turn
     # sim/: chips and models below the cost models, one engine's run above them, fleets on top
     "sim/hardware": set(),
     "sim/model": {"sim/hardware"},

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import EngineConfig, ModelInfo, SamplingParams, Scheduler, Workload
+from shared.online.serving_loop import ServingLoop
 from shared.workload.length_dist import Fixed, Uniform
 from shared.workload.workload import WorkloadRequest
 from sim.cost.roofline.model import RooflineCostModel
@@ -18,7 +19,7 @@ from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
 from sim.run.build import build_simulation
 from sim.run.driver import drive_workload
-from sim.run.online_sim import SimulatedOnlineEngine
+from sim.run.online_sim import SimStepper
 from sim.run.output_lengths import OutputLengths
 from sim.run.sim_model_runner import SimModelRunner
 from sim.run.simulate import simulate
@@ -110,7 +111,7 @@ class Answers:
             assert self.left.acquire(timeout=60)
 
 
-def _serve(engine: SimulatedOnlineEngine, requests) -> Answers:
+def _serve(engine: ServingLoop, requests) -> Answers:
     """Submit (rid, prompt, params) to a started engine and wait for every answer."""
     answers = Answers(len(requests))
     for rid, prompt, params in requests:
@@ -119,11 +120,11 @@ def _serve(engine: SimulatedOnlineEngine, requests) -> Answers:
     return answers
 
 
-def _server(lengths: OutputLengths, model="smollm2-135m") -> SimulatedOnlineEngine:
+def _server(lengths: OutputLengths, model="smollm2-135m") -> ServingLoop:
     # NOTE: 1e6 simulated seconds a wall second: a step's price is no wait; a small KV pool
     # (a tiny model's on an H100 would take seconds to build)
     s = build_simulation(model=model, hardware="h100", max_total_tokens=4096)
-    return SimulatedOnlineEngine(s, "m", 1e6, output_lengths=lengths)
+    return ServingLoop(SimStepper(s, "m", 1e6, output_lengths=lengths))
 
 
 def test_a_drawn_answer_length_never_ends_a_request_before_min_new_tokens():

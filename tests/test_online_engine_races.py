@@ -33,14 +33,13 @@ def test_a_stop_between_a_submits_validation_and_its_post_refuses_the_submit(kin
     EngineUnavailable and nothing is sent (before the fix it returned, and the request
     was never answered)."""
     engine = _engine(kind, tiny_checkpoint)
-    owner = engine._s.scheduler if kind == "sim" else engine._e   # NOTE: whose check_request submit calls
-    check = owner.check_request
+    check = engine._stepper.check   # NOTE: what submit validates with
 
     def check_then_stop(*args):
         check(*args)
         engine.stop()
 
-    monkeypatch.setattr(owner, "check_request", check_then_stop)
+    monkeypatch.setattr(engine._stepper, "check", check_then_stop)
     got = Collected()
     engine.start()
     with pytest.raises(EngineUnavailable, match="shutting down"):
@@ -193,15 +192,16 @@ def test_concurrent_submits_aborts_and_stops_refuse_or_end_every_request_once_si
 
 @pytest.fixture(scope="module")
 def fresh_exec_online_engines(tiny_checkpoint):
-    """`make()` -> (a new ExecOnlineEngine, the rid prefix its requests take): all over one
+    """`make()` -> (a new ServingLoop over an ExecStepper, the rid prefix its requests take): all over one
     tiny Engine, built once (its weight packing is what a build costs); stop() leaves it idle
     with its idle check passed, and the prefix keeps rids new (an Engine takes each once)."""
     pytest.importorskip("torch")
     from exec.engine.engine import Engine
-    from exec.engine.online_engine import ExecOnlineEngine
+    from exec.engine.online_engine import ExecStepper
+    from shared.online.serving_loop import ServingLoop
 
     engine, runs = Engine(tiny_checkpoint("llama")[0], max_total_tokens=1024), itertools.count()
-    return lambda: (ExecOnlineEngine(engine, "m"), f"run{next(runs)}-")
+    return lambda: (ServingLoop(ExecStepper(engine, "m")), f"run{next(runs)}-")
 
 
 @settings(max_examples=max(200, settings.default.max_examples))

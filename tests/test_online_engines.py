@@ -47,8 +47,8 @@ def test_a_failing_engine_thread_ends_open_requests_and_stop_raises(kind, tiny_c
         raise RuntimeError("boom")
 
     # NOTE: code that runs only once a batch does (the runner's own errors are isolated per request)
-    target = engine if kind == "sim" else engine._e.logprobs
-    setattr(target, "_step" if kind == "sim" else "collect", broken)
+    target = engine._stepper if kind == "sim" else engine._stepper._e.logprobs
+    setattr(target, "_run" if kind == "sim" else "collect", broken)
     open_request = Collected()
     engine.start()
     engine.submit("a", [5, 6, 7], SamplingParams(max_new_tokens=4, ignore_eos=True), open_request)

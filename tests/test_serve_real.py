@@ -20,11 +20,12 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed")
 import httpx  # noqa: E402
 
 from exec.engine.engine import Engine  # noqa: E402
-from exec.engine.online_engine import ExecOnlineEngine  # noqa: E402
+from exec.engine.online_engine import ExecStepper  # noqa: E402
 from experiments.bench.bench_serve_mock import app_thread, free_port  # noqa: E402
 from experiments.serve.app import create_app  # noqa: E402
 from experiments.serve.options import ServeOptions  # noqa: E402
 from experiments.serve.text_codec import EngineCodec  # noqa: E402
+from shared.online.serving_loop import ServingLoop  # noqa: E402
 from tests.engine_checks import assert_idle_and_leak_free  # noqa: E402
 from tests.serve_helpers import metric_samples  # noqa: E402
 
@@ -42,7 +43,7 @@ class Served:
         self.engine = engine or Engine(folder, max_total_tokens=2048, **engine_args)
         self.codec = EngineCodec(self.engine)
         port = free_port()
-        app = create_app(ExecOnlineEngine(self.engine, NAME), self.codec, options)
+        app = create_app(ServingLoop(ExecStepper(self.engine, NAME)), self.codec, options)
         self.base, self.stop = f"http://127.0.0.1:{port}", app_thread(app, port, graceful_s)
 
     def client(self):

@@ -65,10 +65,11 @@ def test_requests_after_the_engine_stopped_get_503_not_a_server_error():
     from fastapi.testclient import TestClient
 
     from experiments.serve.app import create_app
+    from shared.online.serving_loop import ServingLoop
     from sim.run.build import build_simulation
-    from sim.run.online_sim import SimulatedOnlineEngine
+    from sim.run.online_sim import SimStepper
 
-    engine = SimulatedOnlineEngine(build_simulation(model="llama-3-8b", hardware="h100"), "m", 50.0)
+    engine = ServingLoop(SimStepper(build_simulation(model="llama-3-8b", hardware="h100"), "m", 50.0))
     with TestClient(create_app(engine, PlaceholderCodec(engine.vocab_size))) as client:
         assert client.post("/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 2}).status_code == 200
         engine.stop()

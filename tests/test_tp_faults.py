@@ -136,10 +136,11 @@ def _serve(engine, out_path: str) -> None:
     """Rank 0's online job: the requests of PROMPTS submitted at once; records how each
     ended (its abort message; None when it did not end in END_S or ended otherwise), then
     serves on, as a server whose engine failed would: the world must end without it."""
-    from exec.engine.online_engine import ExecOnlineEngine
+    from exec.engine.online_engine import ExecStepper
+    from shared.online.serving_loop import ServingLoop
     from shared.request.sampling_params import SamplingParams
 
-    online, ends = ExecOnlineEngine(engine, "tiny"), Ends(len(PROMPTS))
+    online, ends = ServingLoop(ExecStepper(engine, "tiny")), Ends(len(PROMPTS))
     online.start()
     for i, prompt in enumerate(PROMPTS):
         online.submit(f"r{i}", prompt, SamplingParams(**PARAMS), ends.on_event(f"r{i}"))

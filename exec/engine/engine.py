@@ -25,6 +25,7 @@ from exec.engine.logprob_collector import LogprobCollector
 from exec.engine.online import run_workload
 from exec.engine.output_tracker import OutputTracker, StreamOutput
 from exec.engine.overlap_worker import OverlapWorker
+from exec.engine.step_outcome import StepOutcome
 from exec.loading.chat import as_messages, render_chat
 from exec.loading.model_files import check_tp_model, load_model, open_model
 from exec.memory.kv_cache_dtype import AUTO, kv_storage_dtype
@@ -36,6 +37,7 @@ from shared.batch.schedule_batch import ScheduleBatch
 from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.loop.model_runner import RunnerOutput
 from shared.loop.scheduler import Scheduler
+from shared.online.online_engine import EngineStats
 from shared.request.invalid_request import InvalidRequestError
 from shared.request.req import Req
 from shared.request.sampling_params import SEED_MAX, SEED_MIN, SamplingParams, is_int_type
@@ -136,7 +138,7 @@ class Engine:
         single = is_single_prompt(prompts, chat)
         plist = [prompts] if single else list(prompts)
         reqs = self.make_requests(plist, params_per_prompt(sampling_params, len(plist)), chat=chat)
-        with self.busy():  # NOTE: a stream collected here must not step a half-queued call
+        with self._busy():  # NOTE: a stream collected here must not step a half-queued call
             for r in reqs:
                 self.scheduler.add_request(r)
         if stream:
@@ -231,7 +233,7 @@ class Engine:
         self.trackers[req.rid] = OutputTracker(self.tokenizer, sp.stop or ())
         return req
 
-    def _events(self, reqs: list[Req]) -> Iterator[tuple[ForwardBatch, list[Req]]]:
+    def _events(self, reqs: list[Req]) -> Iterator[StepOutcome]:
         """Step until every request in `reqs` finished; yields each step's batch and the
         requests it finished."""
         pending = {r.rid for r in reqs if not r.finished()}
@@ -240,7 +242,7 @@ class Engine:
             while pending:
                 step = self.step()
                 # NOTE: overlap: the last result is processed by the poll that found no batch
-                done = step[1] if step is not None else self.scheduler.take_finished()
+                done = step.finished if step is not None else self.take_finished()
                 finished = pending & {r.rid for r in done}
                 if finished:
                     pending -= finished
@@ -345,6 +347,46 @@ class Engine:
                 if chunk is not None:
                     yield chunk
 
+    # --- what a serving loop uses between its steps (exec.engine.online, .online_engine) ---
+
+    @property
+    def config(self) -> EngineConfig:
+        """The effective engine config (reading it is thread-safe)."""
+        return self.scheduler.config
+
+    def serve(self, loop: Callable[[], object]) -> None:
+        """Run `loop()`, a serving loop that admits and steps: a stream dropped meanwhile is
+        aborted at the next step, not in the middle; then drain and, when idle, poll once
+        (the leak check and new_token_ratio reset, as after generate())."""
+        with self._busy():
+            loop()
+        self.drain()
+        if self.scheduler.is_idle():
+            self.step()
+
+    def add_request(self, req: Req) -> None:
+        """Queue `req` (from make_requests); InvalidRequestError if the scheduler refuses it."""
+        self.scheduler.add_request(req)
+
+    def admission_time(self, now: float) -> float:
+        """The latest arrival the next step at `now` may admit (`Scheduler.admission_time`)."""
+        return self.scheduler.admission_time(now)
+
+    def end_at_next_step(self, rid: str, message: str = "aborted by the client") -> bool:
+        """Abort request `rid` without stepping (a waiting one ends now, a running one at its
+        next result), unlike `abort`, which settles it; False if unknown or finished."""
+        return self.scheduler.abort(rid, message)
+
+    def take_finished(self) -> list[Req]:
+        """The requests finished since the last step returned them (`Scheduler.take_finished`)."""
+        return self.scheduler.take_finished()
+
+    def is_idle(self) -> bool:
+        return self.scheduler.is_idle()
+
+    def stats(self) -> EngineStats:
+        return EngineStats.of(self.scheduler)
+
     def drain(self) -> None:
         """Under overlap the last step that ran has its result still to process: step until
         a poll finds nothing to run (that poll processes it)."""
@@ -352,7 +394,7 @@ class Engine:
             pass
 
     def step(self, now: float | None = None,
-             on_processed: Callable[[], object] | None = None) -> tuple[ForwardBatch, list[Req]] | None:
+             on_processed: Callable[[], object] | None = None) -> StepOutcome | None:
         """One scheduler step: schedule (at `now`, default the clock), forward (under the
         overlap schedule on the worker thread, while the last step's result is processed),
         sample, stop strings, results. `on_processed()` runs on this thread right after the
@@ -362,12 +404,12 @@ class Engine:
         fails for, which end aborted with the error (exec.runner.failing_steps), except a
         FatalRunnerError (a tensor-parallel forward failed), raised here and by every later
         step. Returns the ForwardBatch that ran and the requests finished, or None when
-        nothing ran."""
-        with self.busy():
+        nothing ran (the requests its poll finished: `take_finished`)."""
+        with self._busy():
             self._abort_abandoned()
             return self._step(self.now() if now is None else now, on_processed)
 
-    def _step(self, now: float, on_processed=None) -> tuple[ForwardBatch, list[Req]] | None:
+    def _step(self, now: float, on_processed=None) -> StepOutcome | None:
         sched = self.scheduler
         batch = sched.schedule_next(now)
         if batch is None:  # nothing to overlap the last result with
@@ -381,11 +423,11 @@ class Engine:
         except RunnerError as e:
             ran = run_isolating(sched, batch, e, self._forward_and_sample, self.now)
             if ran is None:  # every request of the batch failed
-                return fb, sched.take_finished()
+                return StepOutcome(fb, sched.take_finished())
             fb, out, ids = ran
         self.logprobs.collect(batch, fb, out, self.runner.last_sample)
         stops = self._stop_hits(batch, ids)
-        return fb, sched.process_batch_result(batch, out, ids, self.now(), stops)
+        return StepOutcome(fb, sched.process_batch_result(batch, out, ids, self.now(), stops))
 
     def _process_last(self, inflight: ScheduleBatch | None, on_processed) -> ScheduleBatch | None:
         batch = self.scheduler.process_last(inflight)
@@ -403,7 +445,7 @@ class Engine:
         return out, runner_call(self.runner.sample, out, fb)
 
     @contextlib.contextmanager
-    def busy(self) -> Iterator[None]:
+    def _busy(self) -> Iterator[None]:
         """Mark a step or a serving loop as running: a stream dropped meanwhile (collected,
         maybe on the forward thread) is aborted at the next step, not in the middle."""
         self._busy_depth += 1

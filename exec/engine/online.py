@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from shared.loop.admission_turn import admission_turn
 from shared.trace.run_result import RunResult
 from shared.workload.workload import Workload
 
@@ -15,14 +16,15 @@ MAX_IDLE_SLEEP_S = 0.05
 class Engine(Protocol):
     """What an online run uses of `exec.engine.engine.Engine` (which calls it: `Engine.run`)."""
 
-    scheduler: Any
     trace: Any
 
     def now(self) -> float: ...
     def make_requests(self, prompts: list, params: list, **kwargs: Any) -> list: ...
     def forget(self, req: Any) -> None: ...
-    def busy(self) -> AbstractContextManager[None]: ...
-    def drain(self) -> None: ...
+    def serve(self, loop: Callable[[], object]) -> None: ...
+    def add_request(self, req: Any) -> None: ...
+    def admission_time(self, now: float) -> float: ...
+    def take_finished(self) -> list: ...
     def step(self, now: float | None = None) -> Any: ...
 
 
@@ -53,33 +55,48 @@ def run_workload(engine: Engine, workload: Workload) -> RunResult:
 
 
 def _serve(engine: Engine, reqs: list) -> None:
-    """Admit and step until every request of `reqs` finished. A request whose forward or
-    sampling raises ends aborted with the error (Engine.step) and the run goes on; a
-    stream dropped meanwhile is aborted at the next step (Engine.busy)."""
-    with engine.busy():
-        _serve_loop(engine, reqs)
-    engine.drain()
-    if engine.scheduler.is_idle():
-        engine.step()  # idle poll: leak check and new_token_ratio reset, as after generate()
+    """Admit and step until every request of `reqs` finished (`shared.loop.admission_turn`),
+    as `Engine.serve` runs a loop. A request whose forward or sampling raises ends aborted
+    with the error (Engine.step) and the run goes on; a stream dropped meanwhile is aborted
+    at the next step."""
+    pending = Pending(sorted(reqs, key=lambda r: r.arrival_time), engine)
+    open_rids = {r.rid for r in reqs}
 
-
-def _serve_loop(engine: Engine, reqs: list) -> None:
-    pending, i, open_rids = sorted(reqs, key=lambda r: r.arrival_time), 0, {r.rid for r in reqs}
-    while open_rids:
-        now = engine.now()
-        # NOTE: under overlap, what arrived by the start of the step still unprocessed
-        cutoff = engine.scheduler.admission_time(now)
-        while i < len(pending) and pending[i].arrival_time <= cutoff:
-            engine.scheduler.add_request(pending[i])
-            i += 1
-        step = engine.step(now)
+    def step(now: float) -> object | None:
+        ran = engine.step(now)
         # NOTE: overlap: a poll that found no batch processed the last step's result
-        open_rids -= {r.rid for r in (step[1] if step is not None else engine.scheduler.take_finished())}
-        if step is not None or not open_rids:
-            continue
-        if i < len(pending) and pending[i].arrival_time <= now:
-            continue   # NOTE: arrived while the last step ran: the next turn admits it
-        if i < len(pending):
-            time.sleep(min(max(pending[i].arrival_time - engine.now(), 0.0), MAX_IDLE_SLEEP_S))
-        else:
-            raise RuntimeError(f"scheduler stopped with {len(open_rids)} request(s) unfinished")
+        open_rids.difference_update(r.rid for r in (ran.finished if ran is not None else engine.take_finished()))
+        return ran
+
+    def loop() -> None:
+        while open_rids:
+            ran = admission_turn(engine.now(), engine.admission_time, pending.admit_until, step,
+                                 engine.now)
+            if ran is not None or not open_rids:
+                continue
+            if not pending:
+                raise RuntimeError(f"scheduler stopped with {len(open_rids)} request(s) unfinished")
+            time.sleep(min(max(pending.next_arrival() - engine.now(), 0.0), MAX_IDLE_SLEEP_S))
+
+    engine.serve(loop)
+
+
+class Pending:
+    """The requests of a run not admitted yet, in arrival order."""
+
+    def __init__(self, reqs: list, engine: Engine) -> None:
+        self._reqs, self._next, self._engine = reqs, 0, engine
+
+    def __bool__(self) -> bool:
+        return self._next < len(self._reqs)
+
+    def next_arrival(self) -> float:
+        return self._reqs[self._next].arrival_time
+
+    def admit_until(self, t: float) -> bool:
+        """Add the requests that arrived by `t`; whether any did."""
+        first = self._next
+        while self and self.next_arrival() <= t:
+            self._engine.add_request(self._reqs[self._next])
+            self._next += 1
+        return self._next > first

@@ -7,7 +7,7 @@ workload, served online by `Engine.run` without HTTP, as ratios (issue 23).
 
 One Engine (SmolLM2-135M-Instruct by default) serves both sides in turn, after a warm-up,
 each from an empty prefix cache (Engine.reset):
-first behind the server (ExecOnlineEngine on its thread, uvicorn on another, the client in
+first behind the server (a ServingLoop over ExecStepper on its thread, uvicorn on another, the client in
 this process over loopback), then directly, its requests the prompts the server tokenized,
 arriving at the client's send times, with the sampling parameters the server built
 (temperature 1, ignore_eos). Each round runs both; the table prints every round's medians,
@@ -82,15 +82,16 @@ def _round(engine, sent, index: int) -> dict:
 def _served(engine, sent) -> tuple[dict, list[float]]:
     """bench serve's summary of `sent` through a real-mode server on `engine`, and the
     client's send times (seconds from the first)."""
-    from exec.engine.online_engine import ExecOnlineEngine
+    from exec.engine.online_engine import ExecStepper
     from experiments.bench.bench_serve_mock import app_thread, free_port
     from experiments.bench.serve_bench import run_requests, summarize
     from experiments.serve.app import create_app
     from experiments.serve.text_codec import EngineCodec
+    from shared.online.serving_loop import ServingLoop
 
     engine.reset()   # NOTE: an empty prefix cache for each side, or the second one hits it
     port = free_port()
-    stop = app_thread(create_app(ExecOnlineEngine(engine, NAME), EngineCodec(engine)), port)
+    stop = app_thread(create_app(ServingLoop(ExecStepper(engine, NAME)), EngineCodec(engine)), port)
     try:
         outcomes, duration = asyncio.run(run_requests(f"http://127.0.0.1:{port}", NAME, sent))
     finally:

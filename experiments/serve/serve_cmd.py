@@ -78,8 +78,9 @@ def build_app(args: argparse.Namespace):
 
 def _simulated(args: argparse.Namespace):
     from experiments.serve.text_codec import simulated_codec
+    from shared.online.serving_loop import ServingLoop
     from sim.run.build import build_simulation
-    from sim.run.online_sim import SimulatedOnlineEngine
+    from sim.run.online_sim import SimStepper
 
     if args.model_path is not None:
         raise ValueError(f"MODEL_PATH ({args.model_path}) is the real executor's; with --simulate "
@@ -88,9 +89,9 @@ def _simulated(args: argparse.Namespace):
     s = build_simulation(model=model, hardware=args.hardware or "h100", tp=args.tp,
                          cost_model=args.cost_model, seed=args.seed,
                          kv_cache_dtype=args.kv_cache_dtype, **engine_args(args))
-    engine = SimulatedOnlineEngine(s, args.served_model_name or model,
-                                   1.0 if args.time_scale is None else args.time_scale,
-                                   output_lengths=_output_lengths(args, s.scheduler.model_info))
+    engine = ServingLoop(SimStepper(s, args.served_model_name or model,
+                                    1.0 if args.time_scale is None else args.time_scale,
+                                    output_lengths=_output_lengths(args, s.scheduler.model_info)))
     return engine, simulated_codec(model, engine.vocab_size, s.scheduler.model_info.eos_token_ids)
 
 
@@ -125,15 +126,16 @@ def _real_engine(args: argparse.Namespace, path: str | None):
     import torch
 
     from exec.engine.engine import Engine
-    from exec.engine.online_engine import ExecOnlineEngine
+    from exec.engine.online_engine import ExecStepper
     from experiments.serve.text_codec import EngineCodec
+    from shared.online.serving_loop import ServingLoop
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     engine = Engine(path, device=args.device, dtype=args.dtype, kv_cache_dtype=args.kv_cache_dtype,
                     **engine_args(args))
     name = args.served_model_name or path or DEFAULT_REAL_NAME
-    return ExecOnlineEngine(engine, name, path), EngineCodec(engine)
+    return ServingLoop(ExecStepper(engine, name, path)), EngineCodec(engine)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
+    from shared.loop.scheduler import Scheduler
     from shared.request.finish_reason import FinishReason
     from shared.request.sampling_params import SamplingParams
     from shared.trace.trace import Trace
@@ -56,6 +57,13 @@ class EngineStats(NamedTuple):
     kv_capacity_tokens: int
     max_running_requests: int
     context_length: int
+
+    @classmethod
+    def of(cls, scheduler: Scheduler) -> EngineStats:
+        """`scheduler`'s now (read on the thread that steps it)."""
+        load, cfg = scheduler.load(), scheduler.config
+        return cls(load.running_requests, load.queued_requests, scheduler.mem.kv_in_use(),
+                   cfg.max_total_tokens, cfg.max_running_requests, cfg.context_length)
 
     @property
     def kv_usage(self) -> float:

@@ -48,6 +48,7 @@ import simpy
 from tqdm import tqdm
 
 from shared.batch.forward_batch import ForwardBatch
+from shared.loop.admission_turn import admission_turn
 from shared.loop.model_runner import ModelRunner, RunnerOutput
 from shared.request.finish_reason import FinishReason
 from shared.request.invalid_request import InvalidRequestError
@@ -163,23 +164,23 @@ class EngineLoop:
     def schedule(self) -> ScheduleBatch | None:
         """Admit and schedule at now; when that finds nothing while requests that arrived
         during the last step wait (overlap: `Scheduler.admission_time`), admit them and
-        schedule again, as the loop's next turn would."""
-        sched = self.scheduler
-        self.admit()
-        batch = sched.get_next_batch_to_run(self.env.now)
-        # NOTE: under overlap the last step's finishes are processed here
-        self.count_finished(sched.take_finished())
-        if batch is None and self.admit():
-            batch = sched.get_next_batch_to_run(self.env.now)
-            self.count_finished(sched.take_finished())
-        return batch
+        schedule again, as the loop's next turn would (`shared.loop.admission_turn`)."""
+        now = self.env.now
+        return admission_turn(now, self.scheduler.admission_time, self.admit_until,
+                              self.schedule_at, lambda: now)
 
-    def admit(self) -> bool:
-        """Add what arrived by `Scheduler.admission_time(now)`; whether anything came."""
-        due = self.source.due(self.scheduler.admission_time(self.env.now))
+    def admit_until(self, t: float) -> bool:
+        """Add what arrived by `t`; whether anything came."""
+        due = self.source.due(t)
         for r in due:
             self.scheduler.add_request(r.to_req())
         return bool(due)
+
+    def schedule_at(self, now: float) -> ScheduleBatch | None:
+        batch = self.scheduler.get_next_batch_to_run(now)
+        # NOTE: under overlap the last step's finishes are processed here
+        self.count_finished(self.scheduler.take_finished())
+        return batch
 
     def step(self, batch: ScheduleBatch) -> Iterator[simpy.Event]:
         fb = ForwardBatch.init_new(batch)
