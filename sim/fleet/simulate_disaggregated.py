@@ -62,7 +62,7 @@ def simulate_disaggregated(workload: Workload, *, prefill: int = 1, decode: int 
     dec = [_decode_instance(seed, decode_tp or tp, _with_ep(simulation_args, decode_ep))
            for _ in range(decode)]
     bytes_per_token = kv_bytes_per_token_per_rank(pre[0].model_shape, prefill_tp or tp)
-    link = kv_link(pre[0].hardware.key, bytes_per_token, kv_link_latency, kv_link_bandwidth)
+    link = kv_link(pre[0].hardware.network, bytes_per_token, kv_link_latency, kv_link_bandwidth)
     run = drive_disaggregated([Replica(s.scheduler, s.runner, s.token_source.finished)
                                for s in pre], dec, workload, [link] * prefill,
                               make_router(prefill_router, prefill, seed),
