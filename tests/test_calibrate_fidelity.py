@@ -12,6 +12,7 @@ from experiments.calibration.run import CalibrationConfig, calibrate
 from experiments.main import main
 from experiments.tiny_checkpoint import TinyModelConfig, write_tiny_checkpoint
 from sim.cost.calibrated import CalibratedCostModel
+from sim.hardware.cluster_network import DEFAULT_NETWORK
 from sim.hardware.lookup import get_hardware
 
 SMALL = ShapeGrid(prefill_lens=(16, 96), prefix_lens=(64,), extend_len=16,
@@ -63,6 +64,7 @@ def test_calibration_measures_every_split_and_writes_loadable_files(calibrated):
     assert loaded.coefficients == result.cost_model.coefficients
     hw = get_hardware(str(out / "hardware.json"))
     assert hw.key == "this-machine" and hw.mem_bw == result.rates.mem_bw
+    assert hw.kernels is None and hw.network == DEFAULT_NETWORK   # roofline-only
     assert result.replay.agree_fraction == 1.0
     figures = json.loads((out / "calibration.json").read_text())["figures"]
     assert figures["steps_measured"] == len(result.steps)

@@ -36,7 +36,8 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     "shared/workload": {"shared/request"},
     "shared/online": {"shared/loop", "shared/request", "shared/trace"},   # the admission turn
     # sim/: chips and models below the cost models, one engine's run above them, fleets on top
-    "sim/hardware": set(),
+    "sim/hardware": {"sim/hardware/chips"},   # the catalogue collects the chips' files
+    "sim/hardware/chips": {"sim/hardware"},   # a chip's entry is built of the entry types
     "sim/model": {"sim/hardware"},
     "sim/cost": {"sim/hardware", "sim/model"},
     "sim/cost/kernel": {"sim/cost", "sim/hardware", "sim/model"},

@@ -41,8 +41,8 @@ def test_every_stepper_has_every_method_the_serving_loop_calls_with_its_paramete
 
 
 def test_the_simulators_stepper_carries_the_attributes_the_server_reads():
-    from sim.run.online_sim import SimStepper
     from sim.run.build import build_simulation
+    from sim.run.online_sim import SimStepper
 
     stepper = SimStepper(build_simulation(model="llama-3-8b", hardware="h100"), "m")
     for name in Stepper.__annotations__:

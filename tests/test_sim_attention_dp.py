@@ -13,7 +13,6 @@ from sim.cost.kernel.attention_ranks import busiest_rank_rows
 from sim.cost.kernel.forward_kernels import ForwardKernels
 from sim.cost.kernel.model import KernelCostModel
 from sim.cost.kernel.params import KernelParams
-from sim.hardware.chip_kernels import chip_kernels
 from sim.hardware.collectives import allreduce_time
 from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
@@ -25,8 +24,7 @@ H200 = get_hardware("h200")
 
 
 def _kernels(model: str, tp: int, dp: int = 1, ep: int = 1) -> ForwardKernels:
-    return ForwardKernels(get_model_shape(model), H200, chip_kernels("h200"), KernelParams(),
-                          tp, ep, 0.0, dp)
+    return ForwardKernels(get_model_shape(model), H200, KernelParams(), tp, ep, 0.0, dp)
 
 
 def _workload(n: int = 24) -> Workload:

@@ -1,16 +1,23 @@
-"""The hardware catalogue (sim/hardware/hardware.py, sim/hardware/lookup.py): provenance of every number, JSON entries, errors."""
+"""The hardware catalogue (sim/hardware/hardware.py, sim/hardware/lookup.py, one file per chip
+under sim/hardware/chips/): provenance of every number, each chip's kernel constants and
+network in its one entry, JSON entries, errors."""
 
 import json
 
 import pytest
 
 from sim.hardware.catalogue import CATALOGUE
+from sim.hardware.chip_kernels import KERNEL_FIELDS, ChipKernels
+from sim.hardware.cluster_network import DEFAULT_NETWORK, NodeNetwork
 from sim.hardware.hardware import NUMBER_FIELDS, Hardware
 from sim.hardware.lookup import get_hardware, hardware_catalogue, load_hardware_file
 
 ISSUE_KEYS = ("a100-80g", "h100", "h200", "b200", "910b", "mi300x")
 # Ridge points (bf16 FLOP per byte) from reference/simulators.md §8.
 REFERENCE_RIDGE = {"a100-80g": 153, "h100": 295, "h200": 206, "b200": 281}
+# NOTE: the built-in chips the kernel cost model refuses (no kernel constants): adding one
+# here is the deliberate way to ship a chip without them.
+ROOFLINE_ONLY = ()
 
 
 def _write(tmp_path, data, name="hw.json"):
@@ -31,6 +38,20 @@ def test_every_catalogue_number_has_a_source(hw):
         assert hw.source(field).strip(), field
         if getattr(hw, field) is None:
             assert any(w in hw.source(field) for w in ("none", "unknown")), field
+
+
+@pytest.mark.parametrize("hw", CATALOGUE, ids=lambda h: h.key)
+def test_every_chip_has_a_sourced_network_and_kernels_or_is_named_roofline_only(hw):
+    """Each entry holds its node network with a source, and either kernel constants with a
+    source for every number it gives or a place in ROOFLINE_ONLY."""
+    assert isinstance(hw.network, NodeNetwork) and hw.network.source.strip()
+    if hw.key in ROOFLINE_ONLY:
+        assert hw.kernels is None
+        return
+    assert isinstance(hw.kernels, ChipKernels), f"{hw.key}: no kernels and not ROOFLINE_ONLY"
+    for field in KERNEL_FIELDS:
+        if getattr(hw.kernels, field) is not None:
+            assert hw.kernels.source(field).strip(), field
 
 
 def test_only_910b_is_flagged_low_confidence():
@@ -171,3 +192,77 @@ def test_to_dict_round_trips(hw):
     """Hardware(**hw.to_dict()) rebuilds an equal entry (sources as a plain dict)."""
     d = hw.to_dict()
     assert isinstance(d["sources"], dict) and Hardware(**d) == hw
+
+
+NETWORK = {"gpus_per_node": 4, "nic_bw": 12.5e9, "source": "our rack"}
+KERNELS = {"num_sms": 64, "mamf_bf16": 5e14, "mamf_fp8": None, "attention_fraction": 0.6,
+           "sources": {"num_sms": "sheet", "mamf_bf16": "sweep", "attention_fraction": "FA"}}
+
+
+def _full_entry(**sections):
+    numbers = {f: 1e12 for f in NUMBER_FIELDS} | {f: 0.5 for f in NUMBER_FIELDS
+                                                  if "efficiency" in f}
+    return {**numbers, "sources": {f: "vendor sheet" for f in NUMBER_FIELDS}, **sections}
+
+
+def test_json_new_entry_without_sections_is_roofline_only_on_the_default_network(tmp_path):
+    """No base, no "kernels", no "network": kernels None, DEFAULT_NETWORK."""
+    hw = load_hardware_file(_write(tmp_path, {"x": _full_entry()}))["x"]
+    assert hw.kernels is None and hw.network == DEFAULT_NETWORK
+
+
+def test_json_new_entry_with_sections_holds_them(tmp_path):
+    """No base, both sections given whole: the entry holds them as given."""
+    hw = load_hardware_file(_write(tmp_path, {"x": _full_entry(kernels=KERNELS,
+                                                               network=NETWORK)}))["x"]
+    assert hw.network == NodeNetwork(4, 12.5e9, "our rack")
+    assert (hw.kernels.num_sms, hw.kernels.mamf("fp8"), hw.kernels.source("mamf_bf16")) == \
+        (64, None, "sweep")
+
+
+def test_json_entry_with_a_base_inherits_and_overrides_its_sections(tmp_path):
+    """A based entry inherits the base's kernels and network; a section it gives changes the
+    fields it names (the file as source where no source is given); null kernels: roofline-only."""
+    h100 = get_hardware("h100")
+    path = _write(tmp_path, {"same": {"base": "h100"},
+                             "wider": {"base": "h100", "network": {"nic_bw": 1e11},
+                                       "kernels": {"num_sms": 114}},
+                             "plain": {"base": "h100", "kernels": None}})
+    entries = load_hardware_file(path)
+    assert (entries["same"].kernels, entries["same"].network) == (h100.kernels, h100.network)
+    wider = entries["wider"]
+    assert (wider.network.nic_bw, wider.network.gpus_per_node) == (1e11, 8)
+    assert str(path) in wider.network.source and str(path) in wider.kernels.source("num_sms")
+    assert wider.kernels.mamf_bf16 == h100.kernels.mamf_bf16
+    assert wider.kernels.source("mamf_bf16") == h100.kernels.source("mamf_bf16")
+    assert entries["plain"].kernels is None
+
+
+SECTION_ERRORS = [
+    ({"network": {"nic_bw": -1}}, "network.nic_bw must be a positive number"),
+    ({"network": 5}, "NodeNetwork must be given as an object"),
+    ({"network": {"nics": 8}}, "unknown NodeNetwork fields"),
+    ({"kernels": {"num_sms": 0}}, "kernels.num_sms must be an integer"),
+    ({"kernels": {"attention_fraction": 1.5}}, "fraction of the bf16 peak"),
+    ({"kernels": {"speed": 1}}, "unknown ChipKernels fields"),
+    ({"kernels": {"sources": {"speed": "x"}}}, "kernels.sources name unknown fields"),
+]
+
+
+@pytest.mark.parametrize(("section", "message"), SECTION_ERRORS)
+def test_malformed_sections_raise_a_clear_error(tmp_path, section, message):
+    """A bad "kernels" or "network" section raises ValueError naming the problem and file."""
+    path = _write(tmp_path, {"h100": section})
+    with pytest.raises(ValueError, match=message) as err:
+        load_hardware_file(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_new_entry_needs_each_section_whole(tmp_path):
+    """Without a base, a section missing a required field is refused, naming it."""
+    with pytest.raises(ValueError, match=r"NodeNetwork is missing fields \['source'\]"):
+        load_hardware_file(_write(tmp_path, {"x": _full_entry(network={"gpus_per_node": 8,
+                                                                       "nic_bw": 1e10})}))
+    no_source = {**KERNELS, "sources": {"num_sms": "sheet"}}
+    with pytest.raises(ValueError, match=r"no source for kernels\.mamf_bf16"):
+        load_hardware_file(_write(tmp_path, {"x": _full_entry(kernels=no_source)}))

@@ -12,7 +12,6 @@ from sim.cost.kernel.elementwise_traffic import elementwise_row_bytes
 from sim.cost.kernel.gemm_time import GemmChip, gemm_efficiency, gemm_time
 from sim.cost.kernel.model import KernelCostModel
 from sim.cost.kernel.params import KernelParams
-from sim.hardware.chip_kernels import chip_kernels
 from sim.hardware.collectives import allgather_time, allreduce_time
 from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
@@ -171,12 +170,24 @@ def test_elementwise_kernels_move_the_norm_rotary_and_gated_activation_bytes():
         61 * (8 * 7168 + 2 * (16 + 1) * 64), (3 * 3 * 18432 + 58 * 3 * 2048) / 8)
 
 
-def test_unknown_hardware_is_refused_naming_the_known_keys(tmp_path):
-    """A hardware entry without kernel constants: one error naming it and the known ones."""
+def test_a_roofline_only_chip_is_refused_up_front_naming_it(tmp_path):
+    """A hardware entry without kernel constants ("kernels": null drops its base's) is
+    refused when the model is built: one error naming the chip and saying it is
+    roofline-only."""
     path = tmp_path / "hw.json"
-    path.write_text('{"my-gpu": {"base": "h100"}}')
-    with pytest.raises(ValueError, match=r"'my-gpu'.*known: a100-80g"):
+    path.write_text('{"my-gpu": {"base": "h100", "kernels": null}}')
+    with pytest.raises(ValueError, match=r"'my-gpu' is roofline-only.*roofline cost model"):
         KernelCostModel(get_model_shape("llama-3-8b"), get_hardware(path), 1)
+
+
+def test_a_json_entry_based_on_a_chip_prices_as_that_chip(tmp_path):
+    """An entry with a base inherits its kernel constants and network: a renamed H100
+    prices a prefill step exactly as H100 does."""
+    path = tmp_path / "hw.json"
+    path.write_text('{"my-h100": {"base": "h100"}}')
+    shape, m = BatchShape.build("EXTEND", [2048], [0], 1), get_model_shape("llama-3-8b")
+    mine, h100 = (KernelCostModel(m, get_hardware(h), 1) for h in (path, "h100"))
+    assert mine.step_cost(shape) == h100.step_cost(shape)
 
 
 def test_grouped_expert_gemms_stream_weights_at_their_own_memory_efficiency():
@@ -238,7 +249,7 @@ def test_fp8_attention_runs_mla_decode_at_the_fp8_rate():
     fraction and the latent's bytes (576 x 61 layers, fp8) where the engine quantizes Q to
     fp8 over an fp8 cache; at the bf16 rate without the choice or without the fp8 cache."""
     hw, m = get_hardware("b200"), get_model_shape("deepseek-v3")
-    fraction = chip_kernels("b200").attention_fraction
+    fraction = hw.kernels.attention_fraction
     pairs = 1_000_000 / 8 * m.attention_flops_per_pair
     read = 1_000_000 / 8 * 576 * 61 / (hw.mem_bw * KernelParams().memory_efficiency)
     fp8 = _dsv3_b200("nvfp4", "fp8", fp8_attention=True)._kernels.decode_attention(1_000_000)

@@ -13,7 +13,6 @@ from sim.cost.kernel.elementwise_traffic import elementwise_row_bytes
 from sim.cost.kernel.model import KernelCostModel
 from sim.cost.roofline.latency import kernel_latency
 from sim.cost.roofline.model import RooflineCostModel
-from sim.hardware.chip_kernels import chip_kernels
 from sim.hardware.hardware import NUMBER_FIELDS
 from sim.hardware.lookup import get_hardware, load_hardware_file
 from sim.hardware.precision import run_dtypes
@@ -129,7 +128,7 @@ def test_the_kernel_model_prices_nvfp4_gemms_at_the_fp4_mamf():
     """B200's fp4 MAMF is the published sweep's best (5702 TFLOP/s, below the 9000 peak);
     a long prefill's linear GEMMs take the fp8 time over the MAMF ratio (1.66), within 5%
     (beside the bf16 elementwise kernels and the KV store, the same bytes in both)."""
-    chip = chip_kernels("b200")
+    chip = B200.kernels
     assert chip.mamf("nvfp4") == pytest.approx(5702e12) and chip.mamf("nvfp4") < B200.flops_fp4
     fp8, nvfp4 = (KernelCostModel(get_model_shape("llama-3-70b", weight_dtype=d), B200)
                   for d in ("fp8", "nvfp4"))

@@ -16,7 +16,6 @@ from sim.hardware.cluster_network import (
     NORMAL_A2A_FRACTION,
     deepep_time,
     distinct_remote_nodes,
-    node_network,
 )
 from sim.hardware.lookup import get_hardware
 from sim.model.ep_options import EPOptions
@@ -24,7 +23,7 @@ from sim.model.from_config import get_model_shape
 from sim.run.build import build_simulation
 
 H100 = get_hardware("h100")
-NET = node_network("h100")
+NET = H100.network
 WIDE = EPOptions("deepep", 1, dp_lm_head=True, redundant_experts=32)
 
 

@@ -75,7 +75,7 @@ class Disaggregated:
         dec_d = _instance(d, self.decode_tp or d.tp, self.decode_ep, DECODE_ENGINE)
         dec = [_decode_instance(dec_d, seed, token_source) for _ in range(self.decode)]
         bytes_per_token = kv_bytes_per_token_per_rank(pre[0].model_shape, tp)
-        link = kv_link(pre[0].hardware.key, bytes_per_token, self.kv_link_latency,
+        link = kv_link(pre[0].hardware.network, bytes_per_token, self.kv_link_latency,
                        self.kv_link_bandwidth)
         run = drive_disaggregated([Replica(s.scheduler, s.runner, s.token_source.finished)
                                    for s in pre], dec, workload, [link] * self.prefill,

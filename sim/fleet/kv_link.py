@@ -5,7 +5,7 @@ Each prefill TP rank sends its own shard of a request's KV (`sim.model.paralleli
 heads, MLA's latent on every rank) over its own network card to the matching decode rank,
 all ranks at once, so a transfer takes latency + prompt tokens x KV bytes per token per
 rank / the card's bandwidth. `kv_link(...)` reads the card from the hardware entry's node
-network (`sim.hardware.cluster_network`: 400 Gb/s ConnectX-7 per H100/H200/B200) and takes NCCL's
+network (`Hardware.network`: 400 Gb/s ConnectX-7 per H100/H200/B200) and takes NCCL's
 tuning-model latency of one network hop of a bulk transfer, 9.6 us (NVIDIA/nccl
 src/graph/tuning.cc, hwLat[NET][Ring][Simple]).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sim.hardware.cluster_network import node_network
+from sim.hardware.cluster_network import NodeNetwork
 
 NET_HOP_LATENCY = 9.6e-6   # s: NCCL tuning.cc hwLat[NET][Ring][Simple]
 
@@ -37,10 +37,10 @@ class KVLink:
         return self.latency + tokens * self.bytes_per_token / self.bandwidth
 
 
-def kv_link(hardware_key: str, bytes_per_token: float, latency: float | None = None,
+def kv_link(network: NodeNetwork, bytes_per_token: float, latency: float | None = None,
             bandwidth: float | None = None) -> KVLink:
-    """The link of a hardware entry's network card; `latency` / `bandwidth` override it
-    (0 and math.inf: a free link)."""
-    nic = node_network(hardware_key).nic_bw
+    """The link of a hardware entry's network card (`Hardware.network`); `latency` /
+    `bandwidth` override it (0 and math.inf: a free link)."""
+    nic = network.nic_bw
     return KVLink(NET_HOP_LATENCY if latency is None else latency,
                   nic if bandwidth is None else bandwidth, bytes_per_token)

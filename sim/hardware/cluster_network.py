@@ -1,7 +1,9 @@
-"""`NodeNetwork`: how a hardware entry's GPUs reach GPUs in other nodes, for collectives and
+"""`NodeNetwork`: how a chip's GPUs reach GPUs in other nodes, for collectives and
 expert-parallel all-to-alls that span nodes: GPUs per node (one NVLink domain) and each
 GPU's own network card (the rail-optimised DGX/HGX layout, one NIC per GPU), with the
-fraction of the card's bandwidth the all-to-all kernels measure.
+fraction of the card's bandwidth the all-to-all kernels measure. Each chip's `Hardware`
+entry holds its network (`Hardware.network`); a hardware JSON entry that gives none and has
+no base gets `DEFAULT_NETWORK`.
 
 Sources: NVIDIA DGX A100/H100/H200/B200 user guides (8 GPUs per node, one ConnectX-6
 200 Gb/s (A100) or ConnectX-7 400 Gb/s (H100, H200, B200) compute-fabric NIC per GPU); AMD
@@ -13,11 +15,13 @@ card), low-latency kernels 39-46 GB/s (0.82) (deepseek-ai/DeepEP README, Perform
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from types import MappingProxyType
+from typing import Any
 
 NORMAL_A2A_FRACTION = 0.9        # DeepEP normal kernels: 43-47 GB/s of ~50 GB/s
 LOW_LATENCY_A2A_FRACTION = 0.82  # DeepEP low-latency kernels: 39-46 GB/s of ~50 GB/s
+NETWORK_FIELDS = ("gpus_per_node", "nic_bw", "source")
 
 
 @dataclass(frozen=True)
@@ -26,25 +30,23 @@ class NodeNetwork:
     nic_bw: float                # bytes/s, one direction, per GPU
     source: str
 
+    def __post_init__(self) -> None:
+        n, bw = self.gpus_per_node, self.nic_bw
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"network.gpus_per_node must be an integer >= 1, got {n!r}")
+        if isinstance(bw, bool) or not isinstance(bw, (int, float)) \
+                or not math.isfinite(bw) or bw <= 0:
+            raise ValueError(f"network.nic_bw must be a positive number, got {bw!r}")
+        if not isinstance(self.source, str) or not self.source.strip():
+            raise ValueError(f"network.source must name where the numbers come from, got "
+                             f"{self.source!r}")
 
-_DGX8_400G = "DGX user guide: 8 GPUs, one ConnectX-7 400 Gb/s (50 GB/s) NIC per GPU"
-NETWORKS = MappingProxyType({
-    "a100-80g": NodeNetwork(8, 25e9, "DGX A100 user guide: 8 GPUs, one ConnectX-6 200 Gb/s "
-                                      "(25 GB/s) NIC per GPU"),
-    "h100": NodeNetwork(8, 50e9, _DGX8_400G),
-    "h200": NodeNetwork(8, 50e9, _DGX8_400G),
-    "b200": NodeNetwork(8, 50e9, _DGX8_400G),
-    "mi300x": NodeNetwork(8, 50e9, "MI300X platform reference design: 8 GPUs, one 400 Gb/s "
-                                   "NIC per GPU"),
-    "910b": NodeNetwork(8, 25e9, "Atlas 800T A2: 8 NPUs, 8 x 200 GE RoCE"),
-})
-DEFAULT = NodeNetwork(8, 25e9, "assumption for hardware without an entry: 8 GPUs per node, "
-                               "one 200 Gb/s NIC per GPU")
+    def to_dict(self) -> dict[str, Any]:
+        return {n: getattr(self, n) for n in NETWORK_FIELDS}
 
 
-def node_network(hardware_key: str) -> NodeNetwork:
-    """The entry for a hardware key (DEFAULT for keys without one, e.g. custom JSON files)."""
-    return NETWORKS.get(hardware_key, DEFAULT)
+DEFAULT_NETWORK = NodeNetwork(8, 25e9, "assumption for hardware without a network entry: "
+                                       "8 GPUs per node, one 200 Gb/s NIC per GPU")
 
 
 def distinct_remote_nodes(experts_per_token: int, nodes: int) -> float:

@@ -1,5 +1,9 @@
-"""The hardware catalogue: peak FLOP/s, memory, interconnect and achieved-efficiency factors,
-with the source of every number (ARCHITECTURE §5; numbers from reference/simulators.md §8).
+"""A chip: peak FLOP/s, memory, interconnect and achieved-efficiency factors, with the source
+of every number (ARCHITECTURE §5; numbers from reference/simulators.md §8), and in the same
+entry its kernel-model constants (`kernels`: `sim.hardware.chip_kernels.ChipKernels`, or None
+for a roofline-only chip, which the kernel cost model refuses) and its node network
+(`network`: `sim.hardware.cluster_network.NodeNetwork`). The built-in chips are one file each
+under `sim/hardware/chips/`, collected in `sim.hardware.catalogue.CATALOGUE`.
 
 Units are SI: FLOP/s, bytes/s, bytes (1 GB = 1e9 bytes, vendor convention). FLOP/s are dense
 (no 2:4 sparsity). `interconnect_bw` is the per-GPU bandwidth in one direction (NVIDIA quotes
@@ -12,6 +16,13 @@ fields are the `Hardware` field names (SI units), plus an optional `"base": "<kn
 start from an existing entry. An entry whose key is already known overrides that entry's
 fields. A number changed without a source is sourced to the file it came from.
 `flops_fp4` may be left out (None: no FP4 tensor cores, with NO_FP4_SOURCE as its source).
+Two optional sections: `"kernels": {"num_sms", "mamf_bf16", "mamf_fp8", "mamf_fp4",
+"attention_fraction", "sources": {field: source}}` and `"network": {"gpus_per_node",
+"nic_bw", "source"}`. An entry with a base inherits the base's sections, and a section it
+gives overrides the fields it names (a changed number without a source is sourced to the
+file); `"kernels": null` makes it roofline-only. An entry without a base and without
+"kernels" is roofline-only; without "network" it gets `DEFAULT_NETWORK` (8 GPUs per node,
+one 200 Gb/s NIC per GPU).
 
 There is no "this machine" entry: a machine's own numbers come from calibration
 (`sim.cost.calibrated.CalibratedCostModel.fit` on exec's step records), never typed in here.
@@ -25,6 +36,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
+
+from sim.hardware.chip_kernels import KERNEL_FIELDS, ChipKernels
+from sim.hardware.cluster_network import NETWORK_FIELDS, NodeNetwork
 
 PEAK_FIELDS = ("flops_bf16", "flops_fp8", "flops_fp4", "flops_fp32")
 OPTIONAL_FIELDS = ("flops_fp8", "flops_fp4", "flops_fp32")
@@ -47,7 +61,8 @@ class Efficiencies(NamedTuple):
 
 @dataclass(frozen=True)
 class Hardware:
-    """One accelerator. Every number in NUMBER_FIELDS has an entry in `sources`."""
+    """One accelerator. Every number in NUMBER_FIELDS has an entry in `sources`; `kernels`
+    None: roofline-only. `network` and `kernels` may be given as mappings of their fields."""
 
     key: str
     name: str
@@ -61,6 +76,8 @@ class Hardware:
     memory_efficiency: float
     interconnect_efficiency: float
     sources: tuple[tuple[str, str], ...]
+    network: NodeNetwork              # GPUs per node and each GPU's network card
+    kernels: ChipKernels | None       # the kernel cost model's constants; None: roofline-only
     low_confidence: bool = False
     flops_fp4: float | None = None    # dense fp4 (NVFP4) tensor FLOP/s; None: no fp4 units
 
@@ -69,6 +86,10 @@ class Hardware:
         if self.flops_fp4 is None:
             sources.setdefault("flops_fp4", NO_FP4_SOURCE)
         object.__setattr__(self, "sources", tuple(sorted(sources.items())))
+        object.__setattr__(self, "network", _section(NodeNetwork, NETWORK_FIELDS, self.network))
+        if self.kernels is not None:
+            object.__setattr__(self, "kernels",
+                               _section(ChipKernels, (*KERNEL_FIELDS, "sources"), self.kernels))
         if not isinstance(self.name, str) or not isinstance(self.low_confidence, bool):
             raise ValueError(f"name must be a string and low_confidence a boolean, got "
                              f"{self.name!r}, {self.low_confidence!r}")
@@ -97,7 +118,27 @@ class Hardware:
         return (self.peak_flops(dtype) or math.nan) / self.mem_bw
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "sources": dict(self.sources)}
+        """The entry as plain data (the JSON entry format, with its key)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {**fields, "sources": dict(self.sources), "network": self.network.to_dict(),
+                "kernels": None if self.kernels is None else self.kernels.to_dict()}
+
+
+def _section(kind: type, names: tuple[str, ...], value: Any) -> Any:
+    """`value` as a `kind` (a NodeNetwork or ChipKernels), built from a mapping of its fields."""
+    if isinstance(value, kind):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{kind.__name__} must be given as an object of "
+                         f"{', '.join(names)}, got {type(value).__name__}")
+    unknown = sorted(set(value) - set(names))
+    if unknown:
+        raise ValueError(f"unknown {kind.__name__} fields {unknown}; fields: {', '.join(names)}")
+    missing = [f.name for f in dataclasses.fields(kind)
+               if f.default is dataclasses.MISSING and f.name not in value]
+    if missing:
+        raise ValueError(f"{kind.__name__} is missing fields {missing}")
+    return kind(**value)
 
 
 def _check_number(name: str, value: Any, optional: bool, at_most_one: bool) -> None:

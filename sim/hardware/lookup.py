@@ -1,6 +1,14 @@
 """Hardware by name: `get_hardware` reads a catalogue key (`sim.hardware.catalogue`) or a
 hardware JSON file (one entry, or several keyed by name, each checked as `Hardware` checks
-its fields); `hardware_catalogue` lists the built-in entries."""
+its fields; the format is in `sim.hardware.hardware`); `hardware_catalogue` lists the
+built-in entries.
+
+A JSON entry's "kernels" and "network" sections: an entry with a base inherits the base's,
+and a section it gives is merged onto the base's field by field (a number changed without a
+source is sourced to the file; `"kernels": null` drops them: roofline-only). An entry
+without a base needs each section it gives whole; without "kernels" it is roofline-only,
+without "network" it gets `DEFAULT_NETWORK`.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from sim.hardware.catalogue import CATALOGUE
+from sim.hardware.chip_kernels import ChipKernels
+from sim.hardware.cluster_network import DEFAULT_NETWORK, NodeNetwork
 from sim.hardware.hardware import CALIBRATED_KEYS, NUMBER_FIELDS, Hardware
+
+SECTIONS = ("kernels", "network")
 
 
 def hardware_catalogue(path: str | os.PathLike[str] | None = None) -> dict[str, Hardware]:
@@ -88,15 +100,50 @@ def _entry(key: str, entry: Any, known: dict[str, Hardware], path: str) -> Hardw
         raise ValueError("sources must be an object of field -> source")
     base_key = entry.get("base", key if key in known else None)
     if base_key is None:
-        required = [f.name for f in dataclasses.fields(Hardware)
-                    if f.default is dataclasses.MISSING and f.name not in ("key", "name", "sources")]
-        missing = [n for n in required if n not in fields]
-        if missing:
-            raise ValueError(f"missing fields {missing} (a new entry without a 'base' needs all)")
-        return Hardware(key=key, **{"name": key, **fields}, sources=sources)
+        return _new_entry(key, fields, sources)
     if base_key not in known:
         raise ValueError(f"unknown base {base_key!r}; known keys: {', '.join(sorted(known))}")
     base = known[base_key]
     filled = {n: f"{path} (no source given)" for n in fields if n in NUMBER_FIELDS}
     merged_sources = {**dict(base.sources), **filled, **sources}
+    if "network" in fields:
+        fields["network"] = _network_onto(base.network, fields["network"], path)
+    if fields.get("kernels") is not None and base.kernels is not None:
+        fields["kernels"] = _kernels_onto(base.kernels, fields["kernels"], path)
     return dataclasses.replace(base, key=key, sources=merged_sources, **fields)
+
+
+def _new_entry(key: str, fields: dict[str, Any], sources: dict[str, str]) -> Hardware:
+    """An entry without a base: every number; roofline-only without "kernels", the default
+    network without "network"."""
+    required = [f.name for f in dataclasses.fields(Hardware) if f.default is dataclasses.MISSING
+                and f.name not in ("key", "name", "sources", *SECTIONS)]
+    missing = [n for n in required if n not in fields]
+    if missing:
+        raise ValueError(f"missing fields {missing} (a new entry without a 'base' needs all)")
+    return Hardware(key=key, **{"name": key, "network": DEFAULT_NETWORK, "kernels": None,
+                                **fields}, sources=sources)
+
+
+def _network_onto(base: NodeNetwork, given: Any, path: str) -> Any:
+    """The base's network with the fields `given` names (the file as source where a number
+    changes without one)."""
+    if not isinstance(given, dict):
+        return given   # Hardware names the type it wants
+    changed = {"gpus_per_node", "nic_bw"} & set(given)
+    source = f"{path} (no source given)" if changed else base.source
+    return {**base.to_dict(), "source": source, **given}
+
+
+def _kernels_onto(base: ChipKernels, given: Any, path: str) -> Any:
+    """The base's kernel constants with the fields `given` names, their sources merged as
+    the entry's own are."""
+    if not isinstance(given, dict):
+        return given   # Hardware names the type it wants
+    sources = given.get("sources", {})
+    if not isinstance(sources, dict):
+        raise ValueError("kernels.sources must be an object of field -> source")
+    numbers = {k: v for k, v in given.items() if k != "sources"}
+    filled = {n: f"{path} (no source given)" for n in numbers}
+    return {**base.to_dict(), **numbers,
+            "sources": {**dict(base.sources), **filled, **sources}}

@@ -30,7 +30,7 @@ from sim.cost.kernel.params import KernelParams
 from sim.cost.kernel.prefill_attention import query_tile_pairs, tiled_makespan
 from sim.cost.kernel.two_batch_overlap import DEEPEP_NORMAL_SMS, exposed_alltoall
 from sim.hardware.chip_kernels import ChipKernels
-from sim.hardware.cluster_network import NORMAL_A2A_FRACTION, deepep_time, node_network
+from sim.hardware.cluster_network import NORMAL_A2A_FRACTION, deepep_time
 from sim.hardware.collectives import (
     allgather_time,
     allreduce_time,
@@ -62,20 +62,33 @@ class FixedParts(NamedTuple):
     split: BoundSplit
 
 
+def chip_kernels(hardware: Hardware) -> ChipKernels:
+    """The chip's kernel-model constants (`Hardware.kernels`); ValueError naming the chip
+    where its entry is roofline-only."""
+    if hardware.kernels is None:
+        raise ValueError(f"hardware {hardware.key!r} is roofline-only: its entry has no kernel "
+                         f"constants (SMs, matmul rates, attention fraction) for the kernel cost "
+                         f"model; use the roofline cost model, or give the entry a 'kernels' "
+                         f"section")
+    return hardware.kernels
+
+
 class ForwardKernels:
-    def __init__(self, model: ModelShape, hardware: Hardware, chip: ChipKernels,
-                 params: KernelParams, tp: int, ep_size: int, expert_zipf: float,
-                 attention_dp: int = 1, ep_options: EPOptions | None = None,
-                 fp8_attention: bool = False, fp4_moe_gather: bool = False) -> None:
-        """`fp8_attention`, `fp4_moe_gather`: the engine's kernel choices
+    def __init__(self, model: ModelShape, hardware: Hardware, params: KernelParams, tp: int,
+                 ep_size: int, expert_zipf: float, attention_dp: int = 1,
+                 ep_options: EPOptions | None = None, fp8_attention: bool = False,
+                 fp4_moe_gather: bool = False) -> None:
+        """The chip's constants and network come from `hardware` (`kernels`, `network`);
+        `fp8_attention`, `fp4_moe_gather`: the engine's kernel choices
         (`sim.cost.engine_profile.EngineProfile`)."""
-        self.model, self.chip, self.params, self.tp, self.ep_size = model, chip, params, tp, ep_size
+        self.chip = chip = chip_kernels(hardware)
+        self.model, self.params, self.tp, self.ep_size = model, params, tp, ep_size
         self.dp, self._atp = attention_dp, tp // attention_dp
         self.opts = ep_options = ep_options or EPOptions()
         self._gemms = forward_gemms(model, tp, self._atp)
         # NOTE: moe_dense_tp_size 1: the dense MLPs, shared experts and router unsharded.
         self._dense_dp = forward_gemms(model, 1).rows if ep_options.dense_tp_size == 1 else None
-        self._net = node_network(hardware.key)
+        self._net = hardware.network
         self._act = 4 if model.weight_dtype == "fp32" else 2   # activation bytes per value
         self._mem = hardware.mem_bw * params.memory_efficiency
         self._bus = hardware.interconnect_bw * hardware.interconnect_efficiency
@@ -243,7 +256,7 @@ class ForwardKernels:
 
     def _bus_over(self, ranks: int) -> float:
         """Per-GPU bandwidth of a collective over `ranks` GPUs: NVLink inside a node, the
-        GPU's network card across nodes (`sim.hardware.cluster_network`)."""
+        GPU's network card across nodes (the chip's `Hardware.network`)."""
         if ranks <= self._net.gpus_per_node:
             return self._bus
         return self._net.nic_bw * NORMAL_A2A_FRACTION

@@ -23,11 +23,13 @@
 - attention data parallelism (`attention_dp` ranks): attention on one rank's share of the
   batch at tp / attention_dp, the MLP and experts on the whole batch (`sim.cost.kernel.forward_kernels`);
   SGLang's wide-EP options (DeepEP all-to-all, data-parallel dense layers and LM head,
-  two-batch overlap): `sim.model.ep_options`, priced across nodes by `sim.hardware.cluster_network`; the
-  all-to-all left exposed by two-batch overlap: `sim.cost.kernel.two_batch_overlap`.
+  two-batch overlap): `sim.model.ep_options`, priced across nodes by the chip's network
+  (`Hardware.network`); the all-to-all left exposed by two-batch overlap: `sim.cost.kernel.two_batch_overlap`.
 
 Step time = device + overhead, or under the overlap schedule max(device, overhead)
-(`StepCost.time`). Chip constants: `sim.hardware.chip_kernels`; the rest: `sim.cost.kernel.params`.
+(`StepCost.time`). Chip constants: the chip's `Hardware.kernels` (`sim.hardware.chip_kernels`;
+a roofline-only chip, without them, is refused when the model is built); the rest:
+`sim.cost.kernel.params`.
 """
 
 from __future__ import annotations
@@ -42,9 +44,8 @@ from sim.cost.base import BoundSplit, CostModel, StepCost, sum_splits
 from sim.cost.batch_shape import BatchShape
 from sim.cost.engine_profile import EngineProfile, get_engine_profile
 from sim.cost.kernel.attention_ranks import busiest_rank_rows
-from sim.cost.kernel.forward_kernels import ForwardKernels
+from sim.cost.kernel.forward_kernels import ForwardKernels, chip_kernels
 from sim.cost.kernel.params import KernelParams
-from sim.hardware.chip_kernels import chip_kernels
 from sim.hardware.hardware import Hardware
 from sim.model.ep_options import EPOptions
 from sim.model.parallelism import check_attention_dp, check_ep
@@ -66,12 +67,13 @@ class KernelCostModel(CostModel):
     _kernels: ForwardKernels = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        chip_kernels(self.hardware)
         check_attention_dp(self.attention_dp, self.tp, self.model_shape)
         check_ep(self.ep_size, self.tp, self.model_shape)
         self.ep_options.check(self.attention_dp, self.tp)
         object.__setattr__(self, "_kernels", ForwardKernels(
-            self.model_shape, self.hardware, chip_kernels(self.hardware.key), self.params,
-            self.tp, self.ep_size, self.expert_zipf, self.attention_dp, self.ep_options,
+            self.model_shape, self.hardware, self.params, self.tp, self.ep_size,
+            self.expert_zipf, self.attention_dp, self.ep_options,
             fp8_attention=self.engine.fp8_attention, fp4_moe_gather=self.engine.fp4_moe_gather))
 
     def describe(self) -> str:

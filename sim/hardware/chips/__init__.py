@@ -1,0 +1,1 @@
+"""The built-in chips, one file each: a `Hardware` entry holding the chip's datasheet figures, its kernel-model constants (or None: roofline-only) and its node network, every number with its source. `sim.hardware.catalogue.CATALOGUE` collects them."""
