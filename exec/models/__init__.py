@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from exec.models.causal_lm import CausalLM
@@ -26,7 +27,7 @@ from exec.models.torch_batch import TorchBatch
 from shared.config.hf_config import ARCHITECTURES, HFConfig
 
 # architectures name -> (module in exec.models, class)
-MODELS: dict[str, tuple[str, str]] = {
+MODELS: MappingProxyType[str, tuple[str, str]] = MappingProxyType({
     "LlamaForCausalLM": ("llama", "LlamaForCausalLM"),
     "Qwen2ForCausalLM": ("llama", "LlamaForCausalLM"),
     "Qwen3ForCausalLM": ("llama", "LlamaForCausalLM"),
@@ -34,9 +35,9 @@ MODELS: dict[str, tuple[str, str]] = {
     "MixtralForCausalLM": ("mixtral", "MixtralForCausalLM"),
     "Qwen3MoeForCausalLM": ("qwen3_moe", "Qwen3MoeForCausalLM"),
     "DeepseekV3ForCausalLM": ("deepseek_v3", "DeepseekV3ForCausalLM"),
-}
+})
 # NOTE: every registered name is one `shared.config.hf_config` reads (a KeyError here otherwise).
-_BY_FAMILY = {ARCHITECTURES[name]: row for name, row in MODELS.items()}
+_BY_FAMILY = MappingProxyType({ARCHITECTURES[name]: row for name, row in MODELS.items()})
 LLAMA3_ROPE_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 SUPPORTED_ROPE_TYPES = ("default", "llama3")
 

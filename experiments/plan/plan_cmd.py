@@ -33,6 +33,7 @@ from experiments.cli.arg_types import non_negative_float, non_negative_int, posi
 from experiments.cli.flags import engine_profile_arg, engine_profile_arguments
 from experiments.plan.grid import NONE_WORDS, Grid, check_candidates, parse_list
 from experiments.plan.slo import DEFAULT_SLO, format_rate
+from sim.routers import DEFAULT_ROUTER, ROUTERS
 
 HELP = "find the highest request rate within SLOs and rank configurations by goodput per GPU"
 EXIT_INFEASIBLE = 3
@@ -49,8 +50,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     m.add_argument("--tp", default=",".join(map(str, d.tp)), help="tensor-parallel degrees")
     m.add_argument("--ep-size", default="1", help="expert-parallel degrees (MoE; divide --tp)")
     m.add_argument("--dp", default="1", help="engine replicas behind --router, --tp GPUs each")
-    m.add_argument("--router", default="round_robin", help="the policy in front of the replicas "
-                   "(round_robin, random, least_load, power_of_two, cache_aware)")
+    m.add_argument("--router", default=DEFAULT_ROUTER, help="the policy in front of the "
+                   f"replicas ({', '.join(ROUTERS)})")
     m.add_argument("--disaggregate", default="off", help="prefill/decode layouts xPyD to sweep "
                    "(e.g. 1P1D,1P2D,2P1D; off: co-located), --tp GPUs per instance")
     m.add_argument("--quantization", default="auto",

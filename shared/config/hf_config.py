@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from shared.config.invalid_model_config import InvalidModelConfig, positive
@@ -23,7 +24,7 @@ from shared.config.mla_config import MLAConfig, mla_config
 from shared.config.moe_config import MoEConfig, moe_config
 from shared.config.quant_config import QuantConfig, quant_config
 
-ARCHITECTURES = {
+ARCHITECTURES = MappingProxyType({
     "LlamaForCausalLM": "llama",
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
@@ -34,8 +35,8 @@ ARCHITECTURES = {
     "DeepseekV2ForCausalLM": "deepseek_v2",
     "DeepseekV3ForCausalLM": "deepseek_v3",
     "GptOssForCausalLM": "gpt_oss",
-}
-MODEL_TYPES = {family: family for family in ARCHITECTURES.values()}
+})
+MODEL_TYPES = MappingProxyType({family: family for family in ARCHITECTURES.values()})
 QK_NORM_FAMILIES = ("qwen3", "qwen3_moe")
 DEFAULT_CONTEXT = 2048
 

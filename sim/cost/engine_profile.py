@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,13 @@ class EngineProfile:
         return dataclasses.replace(self, scheduler_steps=steps)
 
 
-ENGINE_PROFILES = {
+ENGINE_PROFILES = MappingProxyType({
     "sglang": EngineProfile("sglang", 60e-6, 3e-6, overlap=True),
     "vllm": EngineProfile("vllm", 0.5e-3, 14e-6, overlap=False),
     "trt-llm": EngineProfile("trt-llm", 60e-6, 3e-6, overlap=True, guaranteed_no_evict=True,
                              fp8_attention=True, fp4_moe_gather=True),
     "lmdeploy": EngineProfile("lmdeploy", 60e-6, 1e-6, overlap=False),
-}
+})
 DEFAULT_ENGINE_PROFILE = "sglang"
 
 _PYTHON_PER_REQUEST = ("estimate: vLLM V1's Scheduler.update_from_output loop costs 0.142 ms "
