@@ -64,6 +64,11 @@ class Deployment:
                             f"{sorted(ENGINE_FIELDS)}")
         object.__setattr__(self, "engine", MappingProxyType(dict(self.engine)))
 
+    def __hash__(self) -> int:
+        # NOTE: `engine` is a read-only mapping; a deployment hashes by its values
+        fields = (getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "engine")
+        return hash((*map(_hashable, fields), tuple(sorted(self.engine.items()))))
+
     @classmethod
     def from_keywords(cls, **keywords: Any) -> Deployment:
         """The Deployment fields by name; every other keyword an EngineConfig field."""
@@ -88,3 +93,8 @@ class Deployment:
 
     def resolved_ep_options(self) -> EPOptions:
         return self.ep_options or EPOptions()
+
+
+def _hashable(value: Any) -> Any:
+    """A config dict (`model` given as a config.json's contents) as a hashable key."""
+    return repr(sorted(value.items())) if isinstance(value, Mapping) else value

@@ -33,7 +33,7 @@ from sim.run.token_source import TokenSource
 
 class Layout(Protocol):
     def run(self, workload: Workload, deployment: Deployment, *, seed: int, slo: SLO | None,
-            progress: bool, bounds: bool, token_source: TokenSource | None) -> Any: ...
+            progress: bool, bounds: bool, token_source: TokenSource | None) -> RunResult: ...
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,10 @@ class Single:
 def simulate(workload: Workload, deployment: Deployment | None = None, layout: Layout | None = None,
              *, seed: int = 0, slo: SLO | None = None, progress: bool = False,
              bounds: bool = True, token_source: TokenSource | None = None,
-             **keywords: Any) -> Any:
+             **keywords: Any) -> RunResult:
     """Serve `workload` on `deployment` (or the Deployment of the flat `keywords`) laid out
-    as `layout` (None: Single()) and return the layout's result (a RunResult for one engine).
+    as `layout` (None: Single()) and return its RunResult (one part per engine when the
+    layout has several).
     `token_source`: None (each engine's SyntheticTokenSource(seed, vocab, eos)) or any
     TokenSource (every engine of the layout draws from it); its `finished` is the driver's
     finished hook.
