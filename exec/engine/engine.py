@@ -80,7 +80,7 @@ class Engine:
                                     opened.config.context_length)
         if torch.device(device).type != "cuda":
             engine_args["disable_cuda_graph"] = True
-        config = _engine_config(engine_args)
+        config = EngineConfig.from_kwargs(engine_args)
         if not is_int_type(type(config.random_seed)):  # it seeds every unseeded request
             raise ValueError(f"random_seed must be an integer, got {config.random_seed!r}")
         if config.max_total_tokens is not None:
@@ -481,14 +481,6 @@ class Engine:
         """Drop a request's stop-string and logprob bookkeeping (its result was returned)."""
         self.trackers.pop(req.rid, None)
         self.logprobs.pop(req)
-
-
-def _engine_config(engine_args: dict[str, Any]) -> EngineConfig:
-    names = {f.name for f in dataclasses.fields(EngineConfig)}
-    unknown = sorted(set(engine_args) - names)
-    if unknown:
-        raise TypeError(f"unknown engine argument(s) {unknown}; EngineConfig fields are {sorted(names)}")
-    return EngineConfig(**engine_args)
 
 
 def _int64(seed: int) -> int:

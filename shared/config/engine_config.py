@@ -9,6 +9,7 @@ max_running_requests as semantics §3.1, cuda_graph_max_bs 160, chunking disable
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +134,21 @@ class EngineConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EngineConfig:
         return cls(**d)
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> EngineConfig:
+        """The config of these fields (`check_fields` first: an unknown one is a TypeError)."""
+        cls.check_fields(kwargs)
+        return cls(**kwargs)
+
+    @classmethod
+    def check_fields(cls, kwargs: Mapping[str, Any]) -> None:
+        """TypeError naming the keys that are no EngineConfig field (and listing the fields)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(kwargs) - names)
+        if unknown:
+            raise TypeError(f"unknown engine argument(s) {unknown}; EngineConfig fields are "
+                            f"{sorted(names)}")
 
 
 def derive_max_running(user: int | None, token_capacity: int, context_len: int) -> int:

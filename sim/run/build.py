@@ -135,7 +135,7 @@ def attention_dp_ranks(dp_size: int, enable_dp_attention: bool, tp: int,
         if dp_size != 1:
             raise ValueError(f"dp_size={dp_size!r} without enable_dp_attention is "
                              f"{dp_size} independent replicas behind a router: run them with "
-                             f"sim.simulate_fleet(workload, replicas={dp_size}) (batchtwin "
+                             f"sim.simulate(workload, deployment, sim.Fleet({dp_size})) (batchtwin "
                              f"simulate --dp {dp_size}), or pass enable_dp_attention=True for "
                              f"SGLang's attention data parallelism")
         return 1

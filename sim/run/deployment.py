@@ -37,7 +37,6 @@ from sim.cost.registry import CostModelSpec
 from sim.model.ep_options import EPOptions
 
 ModelSpec = str | os.PathLike[str] | Mapping[str, Any]
-ENGINE_FIELDS = frozenset(f.name for f in dataclasses.fields(EngineConfig))
 
 
 @dataclass(frozen=True)
@@ -58,10 +57,7 @@ class Deployment:
     engine: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.engine) - ENGINE_FIELDS)
-        if unknown:
-            raise TypeError(f"unknown engine argument(s) {unknown}; EngineConfig fields are "
-                            f"{sorted(ENGINE_FIELDS)}")
+        EngineConfig.check_fields(self.engine)
         object.__setattr__(self, "engine", MappingProxyType(dict(self.engine)))
 
     def __hash__(self) -> int:
