@@ -23,6 +23,7 @@ from typing import Any
 from experiments.cli.arg_types import positive_int
 from experiments.cli.errors import UsageError
 from experiments.cli.flags import (
+    cost_model_names,
     deployment,
     engine_arguments,
     engine_profile_arguments,
@@ -50,7 +51,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     m.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree")
     parallelism_arguments(m)
     m.add_argument("--cost-model", default=None, metavar="NAME|JSON",
-                   help="roofline (default), kernel (kernel-level: GEMM shapes, NCCL "
+                   help=f"{cost_model_names()} (kernel: kernel-level, GEMM shapes, NCCL "
                         "alpha-beta, CPU time), or a calibrated cost model file")
     engine_profile_arguments(m)
     fleet_arguments(m)

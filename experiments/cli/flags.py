@@ -117,3 +117,10 @@ def engine_args(args: argparse.Namespace) -> dict[str, Any]:
 
     names = (f.name for f in dataclasses.fields(EngineConfig))
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def cost_model_names() -> str:
+    """"roofline (default), kernel": the registered cost models, for a --cost-model help."""
+    from sim.cost.registry import COST_MODELS, DEFAULT_COST_MODEL
+
+    return ", ".join(f"{n} (default)" if n == DEFAULT_COST_MODEL else n for n in COST_MODELS)

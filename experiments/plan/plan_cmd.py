@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from experiments.cli.arg_types import non_negative_float, non_negative_int, positive_int
-from experiments.cli.flags import engine_profile_arg, engine_profile_arguments
+from experiments.cli.flags import cost_model_names, engine_profile_arg, engine_profile_arguments
 from experiments.plan.grid import NONE_WORDS, Grid, check_candidates, parse_list
 from experiments.plan.slo import DEFAULT_SLO, format_rate
 from sim.routers import DEFAULT_ROUTER, ROUTERS
@@ -61,7 +61,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     m.add_argument("--expert-zipf", type=non_negative_float, default=0.0, metavar="S",
                    help="Zipf exponent of expert popularity, for hot experts (0: uniform)")
     m.add_argument("--cost-model", default=None, metavar="NAME|JSON",
-                   help="roofline (default), kernel, or a calibrated cost model file")
+                   help=f"{cost_model_names()}, or a calibrated cost model file")
     engine_profile_arguments(m)
     w = p.add_argument_group("workload")
     w.add_argument("--workload", choices=tuple(GENERATORS), default="sharegpt")
