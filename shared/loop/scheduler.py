@@ -355,17 +355,19 @@ class Scheduler:
         if self._num_allocatable_reqs() <= 0 and self.chunked_req is None:
             self.batch_is_full = True
             return None
-        admission = self.admission.admit(self.waiting_queue, self.running_batch, self.chunked_req,
+        held = self.chunked_req
+        admission = self.admission.admit(self.waiting_queue, self.running_batch, held,
                                          self.new_token_ratio.value, self._num_allocatable_reqs())
         self.chunked_req = admission.chunked_req
         self.batch_is_full = self.batch_is_full or admission.full
         if not admission.adder.can_run_list:
             return None
-        return self._build_prefill_batch(admission.adder)
+        return self._build_prefill_batch(admission.adder, held)
 
-    def _build_prefill_batch(self, adder: PrefillAdder) -> ScheduleBatch:
-        admitted = set(map(id, adder.can_run_list))
-        self.waiting_queue = [r for r in self.waiting_queue if id(r) not in admitted]
+    def _build_prefill_batch(self, adder: PrefillAdder, held: Req | None) -> ScheduleBatch:
+        admitted = adder.can_run_list
+        from_queue = admitted[1:] if admitted and admitted[0] is held else admitted
+        self.waiting_queue = _without_admitted(self.waiting_queue, from_queue)
         if adder.new_chunked_req is not None:
             assert self.chunked_req is None, "at most one chunked request"
             self.chunked_req = adder.new_chunked_req
@@ -422,3 +424,15 @@ class Scheduler:
         self.mem.check_idle()
         self.new_token_ratio.on_idle()
         self.batch_is_full = False
+
+
+def _without_admitted(queue: list[Req], admitted: list[Req]) -> list[Req]:
+    """The waiting queue without `admitted` (requests taken from it), in O(admitted).
+    NOTE: a round takes the queue's head in order (`PrefillAdmission` stops at the first
+    request that does not fit), so the admitted requests are the queue's first k; any other
+    shape falls back to filtering the whole queue."""
+    k = len(admitted)
+    if k <= len(queue) and all(a is b for a, b in zip(admitted, queue[:k], strict=True)):
+        return queue[k:]
+    taken = set(map(id, admitted))
+    return [r for r in queue if id(r) not in taken]
