@@ -4,7 +4,7 @@
         [--out batchtwin-calibration]
 
 Runs the real executor over a grid of batch shapes (experiments.calibration.grid), fits
-`sim.CalibratedCostModel` on the training grid, and reports its error on the held-out grid
+`sim.cost.calibrated.CalibratedCostModel` on the training grid, and reports its error on the held-out grid
 and on a real online trace re-priced by `sim.run.replay`. Writes to `--out`:
 
 - `cost_model.json`: the calibrated model (`batchtwin simulate --cost-model`, `sim.run.simulate`);

@@ -1,5 +1,5 @@
 """Calibrating the simulator to this machine: measure the real executor on a grid of batch
-shapes, fit `sim.CalibratedCostModel`, and check it on shapes it was not fitted on and on a
+shapes, fit `sim.cost.calibrated.CalibratedCostModel`, and check it on shapes it was not fitted on and on a
 real online trace re-priced by `sim.run.replay` (teacher forcing).
 
 Protocol: a fixed torch thread count, one warm-up pass (discarded), then `repeats` passes

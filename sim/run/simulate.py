@@ -2,8 +2,8 @@
 front door of the simulator.
 
     simulate(workload, Deployment(model="llama-3-8b", hardware="h100", cost_model="kernel"))
-    simulate(workload, deployment, Fleet(4, router="cache_aware"))        # sim.fleet.layouts
-    simulate(workload, deployment, Disaggregated(prefill=2, decode=1))    # sim.fleet.layouts
+    simulate(workload, deployment, Fleet(4, router="cache_aware"))        # sim.fleet.fleet_layout
+    simulate(workload, deployment, Disaggregated(prefill=2, decode=1))    # sim.fleet.disagg_layout
 
 `deployment` (`sim.run.deployment.Deployment`) is one engine instance: model, hardware,
 parallelism, dtypes, cost model, engine profile and EngineConfig fields. `layout` says how
