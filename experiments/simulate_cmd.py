@@ -87,8 +87,11 @@ def run(args: argparse.Namespace) -> int:
         return run_disaggregated(args, workload, dep, run_args)
     if is_fleet(args):
         return run_fleet(args, workload, dep, run_args)
-    result = simulate(workload, dep, **run_args)
-    config = run_config(args, workload, result.trace, result.slo)
+    # NOTE: what the run keeps follows the outputs asked for (--out: the steps table,
+    # --save-trace: the whole trace); the summary alone holds no per-step memory
+    result = simulate(workload, dep, keep_trace=args.save_trace, keep_steps=bool(args.out),
+                      **run_args)
+    config = run_config(args, workload, result.run_info, result.slo)
     print_summary(config, result)
     if args.out:
         write_outputs(Path(args.out), config, result, args.save_trace)

@@ -109,7 +109,7 @@ def test_fuzzed_requests_are_refused_cleanly_or_served_by_the_simulator(requests
     kept = []
     for i, (prompt, d, _) in enumerate(requests):
         try:
-            alone = simulate(Workload([_workload_request(i, prompt, d)]), model=SIM_MODEL)
+            alone = simulate(Workload([_workload_request(i, prompt, d)]), model=SIM_MODEL, keep_trace=True)
         except InvalidRequestError:
             continue
         record = alone.trace.requests[f"r{i}"]
@@ -119,7 +119,7 @@ def test_fuzzed_requests_are_refused_cleanly_or_served_by_the_simulator(requests
     _assert_a_refused_request_refuses_the_workload(requests, {i for i, *_ in kept})
     if not kept:
         return
-    together = simulate(Workload([_workload_request(i, p, d) for i, p, d, _ in kept]), model=SIM_MODEL)
+    together = simulate(Workload([_workload_request(i, p, d) for i, p, d, _ in kept]), model=SIM_MODEL, keep_trace=True)
     for i, _, _, ids in kept:
         assert together.trace.requests[f"r{i}"].output_ids == ids
 
@@ -137,4 +137,4 @@ def _assert_a_refused_request_refuses_the_workload(requests, accepted):
     if not refused:
         return
     with pytest.raises(InvalidRequestError, match=f"request 'r{refused[0]}'"):
-        simulate(Workload(list(built.values())), model=SIM_MODEL)
+        simulate(Workload(list(built.values())), model=SIM_MODEL, keep_trace=True)

@@ -58,7 +58,7 @@ def test_a_simulated_request_draws_no_stop_id_before_min_new_tokens():
     params = SamplingParams(max_new_tokens=100, min_new_tokens=64,
                             stop_token_ids=list(range(1, 20000)))
     workload = Workload((WorkloadRequest("r0", 0.0, tuple(range(1, 20)), params),))
-    rec = simulate(workload, model="smollm2-135m", hardware="h100").trace.requests["r0"]
+    rec = simulate(workload, model="smollm2-135m", hardware="h100", keep_trace=True).trace.requests["r0"]
     assert_stops_honoured(rec.output_ids, rec.finish_reason, params, (0,))
     assert rec.finish_reason.type == "stop" and rec.output_len > 64
 

@@ -80,7 +80,7 @@ def test_a_decode_instances_trace_keeps_what_requests_arrived_with_and_replays(t
     w = Workload(tuple(WorkloadRequest(f"r{i}", 0.002 * i, tuple(PROMPT), params)
                        for i in range(4)))
     r = simulate(w, Deployment("smollm2-135m", engine={"max_total_tokens": 4096}),
-                 Disaggregated(kv_link_latency=0.0, kv_link_bandwidth=math.inf))
+                 Disaggregated(kv_link_latency=0.0, kv_link_bandwidth=math.inf), keep_trace=True)
     r.run.decode_traces[0].save(tmp_path / "decode.jsonl")
     trace = Trace.load(tmp_path / "decode.jsonl")
     for rec in trace.requests.values():

@@ -37,7 +37,7 @@ ENGINE = {"max_total_tokens": 900, "chunked_prefill_size": 64, "enable_mixed_chu
 
 def _saved_sim_trace(tmp_path_factory, **engine):
     workload = Synthetic(24, 96, 48).build(vocab_size=49152, seed=5, rate=400.0)
-    trace = simulate(workload, model=MODEL, hardware="h100", **ENGINE, **engine).trace
+    trace = simulate(workload, model=MODEL, hardware="h100", **ENGINE, **engine, keep_trace=True).trace
     path = tmp_path_factory.mktemp("replay") / "sim.jsonl"
     trace.save(path)
     return path

@@ -66,7 +66,7 @@ def test_one_replica_behind_any_router_serves_conversations_as_one_engine():
 def test_cache_aware_keeps_a_conversation_where_its_history_is_cached():
     """Turns re-send their history: cache_aware follows it, round_robin scatters it."""
     w = _sessions(n=24, turns=5)
-    rr, ca = (simulate(w, layout=Fleet(4, r), bounds=False).summary
+    rr, ca = (simulate(w, layout=Fleet(4, r), bounds=False, keep_trace=True).summary
               for r in ("round_robin", "cache_aware"))
     assert ca["prefix_hit_rate"] > rr["prefix_hit_rate"] + 0.2
 

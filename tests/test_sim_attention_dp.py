@@ -36,8 +36,8 @@ def _workload(n: int = 24) -> Workload:
 def test_one_attention_rank_is_the_plain_engine():
     """dp_size 1 with enable_dp_attention gives the same steps as without it."""
     args = {"model": "llama-3-8b", "hardware": "h200", "cost_model": "kernel"}
-    plain = simulate(_workload(), **args)
-    one = simulate(_workload(), dp_size=1, enable_dp_attention=True, **args)
+    plain = simulate(_workload(), **args, keep_trace=True)
+    one = simulate(_workload(), dp_size=1, enable_dp_attention=True, **args, keep_trace=True)
     assert one.steps["duration"].tolist() == plain.steps["duration"].tolist()
 
 
@@ -99,7 +99,7 @@ def test_bad_attention_dp_layouts_are_refused_by_name(kwargs, match):
     """Each bad layout raises ValueError naming the flag before anything runs."""
     args = {"model": "llama-3.1-70b", "hardware": "h200", "tp": 8, "cost_model": "kernel"}
     with pytest.raises(ValueError, match=match):
-        simulate(_workload(2), **{**args, **kwargs})
+        simulate(_workload(2), **{**args, **kwargs}, keep_trace=True)
 
 
 def test_with_the_batch_gathered_experts_need_no_all_to_all():

@@ -40,7 +40,7 @@ def test_a_free_link_adds_nothing_to_the_prefill_instances_ttft(overlap):
     """Zero latency, infinite bandwidth and ample decode capacity: each request's TTFT is
     exactly its TTFT on the prefill instance."""
     r = simulate(_spaced(12), layout=Disaggregated(1, 2, **FREE),
-                 disable_overlap_schedule=not overlap)
+                 disable_overlap_schedule=not overlap, keep_trace=True)
     ttft = dict(zip(r.requests["rid"], r.requests["ttft"], strict=True))
     assert ttft == _prefill_ttft(r)
     assert (r.requests["transfer"] == 0).all() and r.summary["completed"] == 12
@@ -49,7 +49,7 @@ def test_a_free_link_adds_nothing_to_the_prefill_instances_ttft(overlap):
 def test_a_finite_link_adds_its_transfer_time_computed_by_hand():
     """Llama-3-8B bf16 at tp 1: 32 layers x 2 x 8 KV heads x 128 x 2 bytes = 131072 bytes per
     token; 512 tokens over 50 GB/s plus 9.6 us."""
-    r = simulate(_spaced(12), layout=Disaggregated(1, 1))
+    r = simulate(_spaced(12), layout=Disaggregated(1, 1), keep_trace=True)
     expected = 9.6e-6 + 512 * 131072 / 50e9
     prefill = _prefill_ttft(r)
     for rid, ttft in zip(r.requests["rid"], r.requests["ttft"], strict=True):
@@ -62,7 +62,7 @@ def test_transfers_on_one_link_queue_one_after_the_other():
     params = SamplingParams(max_new_tokens=8, ignore_eos=True)
     w = Workload(tuple(WorkloadRequest(f"r{i}", 0.0, tuple(range(i, i + 256)), params)
                        for i in range(4)))
-    r = simulate(w, layout=Disaggregated(1, 1, kv_link_bandwidth=1e9))
+    r = simulate(w, layout=Disaggregated(1, 1, kv_link_bandwidth=1e9), keep_trace=True)
     spans = sorted(r.run.transfers.values())
     assert all(b[0] >= a[1] for a, b in itertools.pairwise(spans))
 
@@ -74,7 +74,7 @@ def test_every_request_is_decoded_once_and_one_token_requests_stay_on_prefill():
     ones = _spaced(3, max_new=1)
     r = simulate(Workload(w.requests + tuple(
         WorkloadRequest(f"one{i}", q.arrival_time, q.input_ids, q.sampling_params)
-        for i, q in enumerate(ones.requests))), layout=Disaggregated(2, 2, decode_router="least_load"))
+        for i, q in enumerate(ones.requests))), layout=Disaggregated(2, 2, decode_router="least_load"), keep_trace=True)
     assert r.summary["completed"] == 63
     by_rid = r.requests.set_index("rid")
     assert (by_rid.loc[[f"one{i}" for i in range(3)], "decode_instance"] == -1).all()
@@ -94,7 +94,7 @@ def test_each_side_runs_its_own_tp_and_ep():
     """Mixtral: prefill on 2 GPUs without EP, decode on 4 with EP 4, as their trace headers
     record; the link carries the prefill rank's KV shard."""
     r = simulate(_spaced(4, prompt=256), model="mixtral-8x7b",
-                 layout=Disaggregated(1, 1, prefill_tp=2, decode_tp=4, decode_ep=4))
+                 layout=Disaggregated(1, 1, prefill_tp=2, decode_tp=4, decode_ep=4), keep_trace=True)
     pre, dec = r.run.prefill_traces[0].executor, r.run.decode_traces[0].executor
     assert (pre["tp"], pre.get("ep_size", 1)) == (2, 1) and (dec["tp"], dec["ep_size"]) == (4, 4)
     # 32 layers x 2 x (8 KV heads / 2 ranks) x 128 x 2 bytes per token per prefill rank
@@ -124,9 +124,9 @@ def test_the_decode_instance_continues_from_the_prefills_first_token():
               SamplingParams(max_new_tokens=6, stop_token_ids=[3, 5]))
     w = Workload(tuple(WorkloadRequest(f"r{i}", 0.0, (1, 2, 3, 4), params[i % 2])
                        for i in range(6)))
-    co = simulate(w, model=TINY, token_source=source, max_total_tokens=2048)
+    co = simulate(w, model=TINY, token_source=source, max_total_tokens=2048, keep_trace=True)
     r = simulate(w, model=TINY, token_source=source, max_total_tokens=2048,
-                 layout=Disaggregated(**FREE))
+                 layout=Disaggregated(**FREE), keep_trace=True)
     client = _client_records(r)
     assert {rid: client[rid].output_ids for rid in co.trace.requests} == {
         rid: rec.output_ids for rid, rec in co.trace.requests.items()}
@@ -143,8 +143,8 @@ def test_a_request_retracted_on_a_decode_instance_resumes_from_its_outputs():
     w = Workload(tuple(WorkloadRequest(f"r{i}", 0.0, (1, 2, 3, 4),
                                        SamplingParams(max_new_tokens=8)) for i in range(4)))
     engine = {"max_total_tokens": 22, "schedule_conservativeness": 0.05}
-    co = simulate(w, model=TINY, token_source=source, **engine)
-    r = simulate(w, model=TINY, token_source=source, **engine, layout=Disaggregated(**FREE))
+    co = simulate(w, model=TINY, token_source=source, **engine, keep_trace=True)
+    r = simulate(w, model=TINY, token_source=source, **engine, layout=Disaggregated(**FREE), keep_trace=True)
     decode = r.run.decode_traces[0].requests.values()
     assert sum(rec.num_retractions for rec in decode) > 0
     client = _client_records(r)
@@ -163,8 +163,8 @@ def test_a_disaggregated_run_streams_what_the_co_located_engine_streams(overlap,
     engine = {**data.draw(small_engine_args(w)), "disable_overlap_schedule": not overlap}
     layout = data.draw(disagg_layouts())
     source = SyntheticTokenSource(data.draw(st.integers(0, 3)), 8, ())
-    co = simulate(w, model=TINY, token_source=source, bounds=False, **engine)
-    r = simulate(w, model=TINY, token_source=source, layout=layout, **engine)
+    co = simulate(w, model=TINY, token_source=source, bounds=False, **engine, keep_trace=True)
+    r = simulate(w, model=TINY, token_source=source, layout=layout, **engine, keep_trace=True)
     client = _client_records(r)
     for rid, rec in co.trace.requests.items():
         assert client[rid].output_ids == rec.output_ids, rid
@@ -187,7 +187,7 @@ def test_a_disaggregated_run_leaves_no_scheduler_to_the_cyclic_collector():
     try:
         before = tracked()
         simulate(_spaced(4, prompt=16, output=4, gap=0.01), layout=Disaggregated(1, 2),
-                 model="smollm2-135m")
+                 model="smollm2-135m", keep_trace=True)
         assert tracked() == before
     finally:
         gc.enable()

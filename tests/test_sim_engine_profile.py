@@ -117,8 +117,8 @@ def test_an_explicit_admission_flag_wins_over_the_profile():
 def test_vllm_multi_step_serves_faster_than_single_step():
     """The same vLLM run with 8 scheduler steps finishes sooner: its decode CPU is amortised."""
     w = Synthetic(16, 64, 32).build(vocab_size=128256)
-    single = simulate(w, cost_model="kernel", engine_profile="vllm", bounds=False)
+    single = simulate(w, cost_model="kernel", engine_profile="vllm", bounds=False, keep_trace=True)
     multi = simulate(w, cost_model="kernel", bounds=False,
-                     engine_profile=get_engine_profile("vllm").with_scheduler_steps(8))
+                     engine_profile=get_engine_profile("vllm").with_scheduler_steps(8), keep_trace=True)
     assert multi.summary["duration"] < single.summary["duration"]
     assert multi.trace.executor["engine_profile"]["scheduler_steps"] == 8

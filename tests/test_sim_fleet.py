@@ -177,7 +177,7 @@ def test_a_fleet_run_leaves_no_scheduler_to_the_cyclic_collector(router, turns):
     gc.disable()
     try:
         before = _schedulers_tracked()
-        simulate(w, layout=Fleet(2, router), model=SMALL_MODEL, bounds=False)
+        simulate(w, layout=Fleet(2, router), model=SMALL_MODEL, bounds=False, keep_trace=True)
         assert _schedulers_tracked() == before
     finally:
         gc.enable()
@@ -209,7 +209,7 @@ def test_cache_aware_beats_round_robin_on_shared_prefix_traffic():
     from sim.run.simulate import simulate
 
     w = SharedPrefix(16, 32, 1024, 64, 64).build(vocab_size=128256, rate=40.0, seed=2)
-    rr, ca = (simulate(w, layout=Fleet(4, r), bounds=False).summary
+    rr, ca = (simulate(w, layout=Fleet(4, r), bounds=False, keep_trace=True).summary
               for r in ("round_robin", "cache_aware"))
     assert ca["prefix_hit_rate"] > rr["prefix_hit_rate"] + 0.05
     assert ca["ttft_p90"] < 0.7 * rr["ttft_p90"]
@@ -224,7 +224,7 @@ def test_cache_aware_matches_least_load_without_shared_prefixes():
     from sim.run.simulate import simulate
 
     runs = {r: [simulate(ShareGPTLike(400).build(vocab_size=128256, rate=40.0, seed=seed),
-                         layout=Fleet(4, r), bounds=False).summary for seed in range(3)]
+                         layout=Fleet(4, r), bounds=False, keep_trace=True).summary for seed in range(3)]
             for r in ("least_load", "cache_aware")}
     for metric, tolerance in (("ttft_p50", 0.05), ("e2e_p50", 0.03), ("output_throughput", 0.01)):
         ll, ca = (statistics.median(s[metric] for s in runs[r]) for r in runs)

@@ -28,9 +28,9 @@ def test_a_deployment_and_its_flat_keywords_run_the_same_simulation():
     """simulate(w, Deployment(...)) and simulate(w, **keywords) give identical steps and
     request outcomes, the EngineConfig keywords landing in `engine`."""
     dep = dataclasses.replace(SMALL, cost_model="kernel", engine={"chunked_prefill_size": 64})
-    a = sim.simulate(_workload(), dep)
+    a = sim.simulate(_workload(), dep, keep_trace=True)
     b = sim.simulate(_workload(), model="smollm2-135m", hardware="h100", cost_model="kernel",
-                     chunked_prefill_size=64)
+                     chunked_prefill_size=64, keep_trace=True)
     assert _steps(a) == _steps(b)
     assert a.summary == b.summary
     assert b.trace.engine_config.chunked_prefill_size == 64
@@ -46,12 +46,12 @@ def test_an_unknown_engine_field_is_refused_naming_it():
     with pytest.raises(TypeError, match=r"unknown engine argument.*max_batch"):
         sim.Deployment(engine={"max_batch": 4})
     with pytest.raises(TypeError, match="max_batch"):
-        sim.simulate(_workload(n=2), model="smollm2-135m", max_batch=4)
+        sim.simulate(_workload(n=2), model="smollm2-135m", max_batch=4, keep_trace=True)
 
 
 def test_a_deployment_and_keywords_together_are_refused():
     with pytest.raises(TypeError, match="not both"):
-        sim.simulate(_workload(n=2), SMALL, tp=2)
+        sim.simulate(_workload(n=2), SMALL, tp=2, keep_trace=True)
 
 
 def test_deployments_compare_and_hash_by_value():
@@ -74,7 +74,7 @@ def test_every_registered_cost_model_builds_and_describes_itself(name):
     inputs = CostInputs(get_model_shape("smollm2-135m"), get_hardware("h100"))
     model = build_cost_model(name, inputs)
     assert model.describe().startswith(f"{name}(smollm2-135m, h100, tp=1")
-    result = sim.simulate(_workload(n=4), dataclasses.replace(SMALL, cost_model=name))
+    result = sim.simulate(_workload(n=4), dataclasses.replace(SMALL, cost_model=name), keep_trace=True)
     assert result.trace.executor["cost_model"] == model.describe()
 
 
@@ -87,7 +87,7 @@ def test_an_unknown_cost_model_is_refused_listing_the_registered_ones():
 def test_a_fleet_is_a_run_result_with_one_part_per_replica():
     """Fleet(3): one RunResult whose parts are the replicas, each part_result its own run,
     the request rows partitioned among them."""
-    result = sim.simulate(_workload(n=24), SMALL, sim.Fleet(3, "round_robin"))
+    result = sim.simulate(_workload(n=24), SMALL, sim.Fleet(3, "round_robin"), keep_trace=True)
     assert [(p.role, p.index) for p in result.parts] == [("replica", i) for i in range(3)]
     assert len(result.traces) == 3 and result.trace is None
     per_part = [len(result.part_result("replica", i).requests) for i in range(3)]
@@ -98,7 +98,7 @@ def test_a_fleet_is_a_run_result_with_one_part_per_replica():
 
 
 def test_a_disaggregated_run_names_its_prefill_and_decode_parts():
-    result = sim.simulate(_workload(n=8), SMALL, sim.Disaggregated(prefill=2, decode=1))
+    result = sim.simulate(_workload(n=8), SMALL, sim.Disaggregated(prefill=2, decode=1), keep_trace=True)
     assert [(p.role, p.index) for p in result.parts] == [("prefill", 0), ("prefill", 1),
                                                          ("decode", 0)]
     assert result.traces == tuple(p.trace for p in result.parts)
@@ -107,7 +107,7 @@ def test_a_disaggregated_run_names_its_prefill_and_decode_parts():
 
 def test_a_layout_of_one_engine_runs_as_the_single_layout():
     """One replica behind a router is the one engine (same steps, same outcomes)."""
-    single, fleet = (sim.simulate(_workload(), SMALL, layout) for layout in (sim.Single(),
+    single, fleet = (sim.simulate(_workload(), SMALL, layout, keep_trace=True) for layout in (sim.Single(),
                                                                             sim.Fleet(1)))
     assert _steps(single) == _steps(fleet)
     assert single.summary["completed"] == fleet.summary["completed"]

@@ -28,15 +28,15 @@ def _run(layout: str, data, workload, engine: dict, source):
     """(the result, its traces in the order a request's tokens were sampled: a
     disaggregated run's prefill instances first)."""
     if layout == "single":
-        r = simulate(workload, model=TINY, token_source=source, bounds=False, **engine)
+        r = simulate(workload, model=TINY, token_source=source, bounds=False, **engine, keep_trace=True)
         return r, [r.trace]
     if layout == "fleet":
         fleet = Fleet(data.draw(st.integers(2, 3)), data.draw(st.sampled_from(sorted(ROUTERS))))
         r = simulate(workload, model=TINY, token_source=source, bounds=False, **engine,
-                     layout=fleet)
+                     layout=fleet, keep_trace=True)
         return r, list(r.traces)
     r = simulate(workload, model=TINY, token_source=source, **engine,
-                 layout=data.draw(disagg_layouts()))
+                 layout=data.draw(disagg_layouts()), keep_trace=True)
     return r, [*r.run.prefill_traces, *r.run.decode_traces]
 
 

@@ -94,7 +94,7 @@ def test_unknown_quantization_names_are_refused_naming_the_field(kw, match):
     from sim.run.simulate import simulate
 
     with pytest.raises(ValueError, match=match):
-        simulate(Synthetic(2, 8, 2).build(vocab_size=100), model="smollm2-135m", **kw)
+        simulate(Synthetic(2, 8, 2).build(vocab_size=100), model="smollm2-135m", **kw, keep_trace=True)
 
 
 def test_nvfp4_weights_cost_0_5625_bytes_per_param_a_dense_layer_by_hand():
@@ -156,7 +156,7 @@ def test_nvfp4_simulates_on_b200_through_simulate_and_the_cli(capsys):
     from sim.run.simulate import simulate
 
     result = simulate(Synthetic(4, 16, 4).build(vocab_size=1000), model="llama-3-8b",
-                      hardware="b200", quantization="modelopt_fp4")
+                      hardware="b200", quantization="modelopt_fp4", keep_trace=True)
     assert len(result.requests) == 4
     assert result.trace.executor["weight_dtype"] == "nvfp4"
     assert main(["simulate", "--hardware", "b200", "--model", "llama-3-8b", "--quantization",

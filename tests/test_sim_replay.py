@@ -50,7 +50,7 @@ def _workload():
 
 def _record(tmp_path):
     recorded = simulate(_workload(), model=MODEL, token_source=RecordedRun(0, MODEL["vocab_size"],
-                                                                           (EOS,)), **ENGINE)
+                                                                           (EOS,)), **ENGINE, keep_trace=True)
     path = tmp_path / "recorded.jsonl"
     recorded.trace.save(path)
     return Trace.load(path)
@@ -67,7 +67,7 @@ def test_replay_reproduces_every_step_record(tmp_path):
     assert any(s.forward_mode == "MIXED" for s in recorded.steps)
 
     replayed = simulate(_workload(), model=MODEL, token_source=ReplayTokenSource(recorded),
-                        **ENGINE).trace
+                        **ENGINE, keep_trace=True).trace
     assert len(replayed.steps) == len(recorded.steps)
     for a, b in zip(recorded.steps, replayed.steps, strict=True):
         assert a.diff(b) is None
@@ -80,7 +80,7 @@ def test_replay_under_a_different_config_diverges_from_the_recording(tmp_path):
     """The check above can fail: a replay with another chunk size schedules differently."""
     recorded = _record(tmp_path)
     replayed = simulate(_workload(), model=MODEL, token_source=ReplayTokenSource(recorded),
-                        **{**ENGINE, "chunked_prefill_size": 64}).trace
+                        **{**ENGINE, "chunked_prefill_size": 64}, keep_trace=True).trace
     diffs = [a.diff(b) for a, b in zip(recorded.steps, replayed.steps, strict=False)]
     assert any(d is not None for d in diffs) or len(recorded.steps) != len(replayed.steps)
 

@@ -168,7 +168,7 @@ def test_a_runs_bounds_are_each_recorded_steps_own(cls, engine_args):
     its recorded batch re-priced alone (BatchShape.from_step_record)."""
     workload = Synthetic(40, 300, 24).build(vocab_size=49152, seed=2, rate=200.0)
     result = simulate(workload, model="llama-3-8b", bounds=False, chunked_prefill_size=512,
-                      **engine_args)
+                      **engine_args, keep_trace=True)
     m = _model(cls)
     for overlap in (False, True):
         want = [m.step_bound(BatchShape.from_step_record(r), overlap) for r in result.trace]
@@ -195,18 +195,18 @@ def test_the_default_split_counts_device_parts_as_compute():
 def test_a_simulated_run_fills_the_bound_column():
     """simulate's steps table has a bound per step, and the shares of step time sum to 1."""
     workload = Synthetic(20, 64, 8).build(vocab_size=49152, seed=0, rate=50.0)
-    result = simulate(workload, model="smollm2-135m")
+    result = simulate(workload, model="smollm2-135m", keep_trace=True)
     assert list(result.steps.columns) == list(STEP_COLUMNS)
     assert set(result.steps["bound"]) <= set(BOUNDS) and len(result.steps)
-    assert sum(bound_shares(result.steps).values()) == pytest.approx(1.0)
-    assert set(simulate(workload, model="smollm2-135m", bounds=False).steps["bound"]) == {""}
+    assert sum(bound_shares(result).values()) == pytest.approx(1.0)
+    assert set(simulate(workload, model="smollm2-135m", bounds=False, keep_trace=True).steps["bound"]) == {""}
 
 
 def test_a_trace_without_bounds_still_builds_a_run_result(tmp_path):
     """An exec-style trace (saved and read back, no bounds): the column is "" throughout."""
     workload = Synthetic(6, 32, 4).build(vocab_size=49152, seed=1, rate=20.0)
-    result = simulate(workload, model="smollm2-135m", cost_model="kernel")
+    result = simulate(workload, model="smollm2-135m", cost_model="kernel", keep_trace=True)
     result.trace.save(tmp_path / "trace.jsonl")
     again = RunResult.from_trace(Trace.load(tmp_path / "trace.jsonl"))
-    assert set(again.steps["bound"]) == {""} and bound_shares(again.steps) == {}
+    assert set(again.steps["bound"]) == {""} and bound_shares(again) == {}
     assert again.summary["completed"] == result.summary["completed"]

@@ -34,7 +34,7 @@ def print_summary(config: dict[str, Any], result) -> None:
     print(f"{config['model']} on {ex['tp']}x {ex['hardware']} [{ex['cost_model']}{engine}], "
           f"workload {config['workload']['name']} ({config['workload']['num_requests']} requests)")
     print(f"completed {s['completed']} in {s['duration']:.3f} s simulated, "
-          f"{len(result.steps)} steps, {s['num_retractions']} retractions, "
+          f"{result.num_steps} steps, {s['num_retractions']} retractions, "
           f"{s['cache_hit_tokens']} cache-hit tokens")
     print(f"throughput {s['request_throughput']:.3f} req/s, "
           f"{s['output_throughput']:.1f} output tok/s"
@@ -43,16 +43,16 @@ def print_summary(config: dict[str, Any], result) -> None:
     for name in LATENCY_ROWS:
         cells = (s[f"{name}_{k}"] * 1e3 for k in ("mean", "p50", "p90", "p99"))
         print(f"{name:>6} " + " ".join(f"{v:10.2f}" for v in cells))
-    line = bound_line(result.steps)
+    line = bound_line(result)
     if line:
         print(line)
 
 
-def bound_line(steps) -> str:
+def bound_line(result) -> str:
     """"bound: memory 82% of step time, compute 12%, cpu 6%" ("" when no step has a bound)."""
     from shared.trace.run_result import bound_shares
 
-    shares = [f"{name} {share:.0%}" for name, share in bound_shares(steps).items()]
+    shares = [f"{name} {share:.0%}" for name, share in bound_shares(result).items()]
     if not shares:
         return ""
     return f"bound: {shares[0]} of step time" + "".join(f", {s}" for s in shares[1:])

@@ -111,7 +111,8 @@ def layout_runs() -> Iterator[tuple[str, Callable[[], list[Trace]]]]:
                    w["sharegpt"], Deployment("llama-3-8b", cost_model=c), Disaggregated(2, 1))))
     yield ("moe/qwen3-30b-a3b/tp2ep2/kernel",
            lambda: result_traces(simulate(w["sharegpt"], model="qwen3-30b-a3b", tp=2, ep_size=2,
-                                          cost_model="kernel", expert_zipf=0.5)))
+                                          cost_model="kernel", expert_zipf=0.5,
+                                          keep_trace=True)))
 
 
 def exec_runs() -> Iterator[tuple[str, Callable[[], list[Trace]]]]:

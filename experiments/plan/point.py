@@ -128,7 +128,7 @@ def simulate_point(spec: PlanSpec, point: Point):
     deployment = c.deployment(spec.model, expert_zipf=spec.expert_zipf,
                               cost_model=spec.cost_model, engine_profile=spec.engine_profile)
     return simulate(workload, deployment, c.layout(spec.router), seed=point.seed,
-                    slo=spec.slo.per_request(), bounds=False)
+                    slo=spec.slo.per_request(), bounds=False, keep_trace=True)
 
 
 def run_point(spec: PlanSpec, point: Point) -> PointResult:

@@ -45,12 +45,14 @@ from shared.request.finish_reason import FinishReason
 from shared.request.invalid_request import InvalidRequestError
 from shared.request.req import Req
 from shared.request.validation import validate_prebuilt_outputs, validate_request
-from shared.trace.trace import RequestRecord, Trace, TraceHeader
+from shared.trace.run_log import FULL_TRACE, Keep
+from shared.trace.trace import RequestRecord, TraceHeader
 
 
 class Scheduler:
     def __init__(self, config: EngineConfig, model_info: ModelInfo, *,
-                 kv_capacity: int | None = None, header: TraceHeader | None = None) -> None:
+                 kv_capacity: int | None = None, header: TraceHeader | None = None,
+                 keep: Keep = FULL_TRACE) -> None:
         self.config = config = config.resolve(model_info, kv_capacity)
         self.model_info = model_info
         self.mem = KVMemory.build(
@@ -62,7 +64,9 @@ class Scheduler:
         self.new_token_ratio = NewTokenRatio(config.schedule_conservativeness,
                                              config.guaranteed_no_evict)
         header = header or TraceHeader()   # the model's config.json, the executor (TraceHeader)
-        self.trace = Trace(config, model_info, dict(header.model_config), dict(header.executor))
+        # NOTE: a Trace, or under Keep(trace=False) a RunLog: the same calls record into both
+        self.trace = keep.new_log(config, model_info, dict(header.model_config),
+                                  dict(header.executor))
         recorder = StepRecorder(self.trace, self.mem)
         self.results = BatchResultProcessor(self.mem, self.trace.requests, recorder,
                                             model_info.eos_token_ids, model_info.vocab_size)
@@ -105,7 +109,7 @@ class Scheduler:
         if req.output_ids:
             record.prebuilt_output_ids = tuple(req.output_ids)
             record.first_token_time = req.arrival_time
-        self.trace.requests[req.rid] = record
+        self.trace.add_request(record)
 
     def check_request(self, req: Req) -> None:
         """Raise InvalidRequestError if `req` could never be served here (its prompt and

@@ -113,6 +113,20 @@ class RunResult:
     done: np.ndarray | None = None
     replicas: Any = None
     run: Any = None
+    log: Any = None
+
+    @property
+    def run_info(self) -> Any:
+        """The engine the run describes (`engine_config`, `model_info`, `model_config`,
+        `executor`): its trace, or a lean run's RunLog (a fleet's: its first part's trace)."""
+        if self.trace is not None:
+            return self.trace
+        return self.log if self.log is not None else self.parts[0].trace
+
+    @property
+    def num_steps(self) -> int:
+        """Steps run, by every engine of the run (also when `steps` kept none)."""
+        return sum(len(t) for t in self.traces) if self.log is None else len(self.log)
 
     @classmethod
     def from_trace(cls, trace: Trace, slo: SLO | None = None,
@@ -135,7 +149,9 @@ class RunResult:
     @property
     def traces(self) -> tuple[Trace, ...]:
         """Every engine's trace: the parts' in order, or the one engine's."""
-        return tuple(p.trace for p in self.parts) if self.parts else (self.trace,)
+        if self.parts:
+            return tuple(p.trace for p in self.parts)
+        return (self.trace,) if self.trace is not None else ()
 
     def part_result(self, role: str, index: int = 0) -> RunResult:
         """Engine `index` of `role` ("replica", "prefill", "decode") as a RunResult of its
@@ -163,23 +179,29 @@ def completed_mask(trace: Trace) -> np.ndarray:
 
 def requests_frame(trace: Trace) -> Any:
     """One row per request in `trace.requests`, columns REQUEST_COLUMNS."""
+    recs = list(trace.requests.values())
+    return frame_of_requests(
+        [r.rid for r in recs], np.array([r.arrival_time for r in recs], dtype=float),
+        np.array([r.first_token_time for r in recs], dtype=float),
+        np.array([r.finish_time for r in recs], dtype=float),
+        np.array([len(r.input_ids) for r in recs], dtype=np.int64),
+        np.array([r.output_len for r in recs], dtype=np.int64),
+        np.array([r.cached_tokens for r in recs], dtype=np.int64))
+
+
+def frame_of_requests(rid, arrival: np.ndarray, first: np.ndarray, finish: np.ndarray,
+                      prompt_len: np.ndarray, output_len: np.ndarray, cached: np.ndarray) -> Any:
+    """The `.requests` frame (REQUEST_COLUMNS) of these per-request columns ([R] each)."""
     import pandas as pd
 
-    recs = list(trace.requests.values())
-    arrival = np.array([r.arrival_time for r in recs], dtype=float)
-    first = np.array([r.first_token_time for r in recs], dtype=float)
-    finish = np.array([r.finish_time for r in recs], dtype=float)
-    output_len = np.array([r.output_len for r in recs], dtype=np.int64)
     ttft, e2e = first - arrival, finish - arrival
-    tpot = np.full(len(recs), np.nan)
+    tpot = np.full(len(arrival), np.nan)
     np.divide(e2e - ttft, output_len - 1, out=tpot, where=output_len > 1)
     return pd.DataFrame({
-        "rid": pd.Series([r.rid for r in recs], dtype=object), "arrival": arrival,
-        "first_token_time": first, "finish_time": finish,
-        "prompt_len": np.array([len(r.input_ids) for r in recs], dtype=np.int64),
-        "output_len": output_len,
-        "cached_tokens": np.array([r.cached_tokens for r in recs], dtype=np.int64),
-        "ttft": ttft, "tpot": tpot, "e2e": e2e, "replica": np.zeros(len(recs), dtype=np.int64),
+        "rid": pd.Series(rid, dtype=object), "arrival": arrival, "first_token_time": first,
+        "finish_time": finish, "prompt_len": prompt_len, "output_len": output_len,
+        "cached_tokens": cached, "ttft": ttft, "tpot": tpot, "e2e": e2e,
+        "replica": np.zeros(len(arrival), dtype=np.int64),
     }, columns=list(REQUEST_COLUMNS))
 
 
@@ -206,9 +228,16 @@ def steps_frame(columns: dict[str, list], bounds: Sequence[str] | None = None) -
         "replica": np.zeros(n, dtype=np.int64)})
 
 
-def bound_shares(steps: Any) -> dict[str, float]:
-    """Fraction of the step time (sum of `duration`) each bound holds, largest first, from a
-    `.steps` frame; {} when no step has a bound (or no time)."""
+def bound_shares(result: RunResult) -> dict[str, float]:
+    """Fraction of the step time (sum of `duration`) each bound holds, largest first, from
+    the result's `.steps` frame (a lean run's without steps: its RunLog's bound times); {}
+    when no step has a bound (or no time)."""
+    steps = result.steps
+    if not len(steps) and result.log is not None:
+        seconds = result.log.bound_seconds
+        total = sum(seconds.values())
+        return {k: v / total for k, v in sorted(seconds.items(), key=lambda kv: -kv[1])} \
+            if total > 0 else {}
     known = steps[steps["bound"] != ""] if len(steps) else steps
     total = float(known["duration"].sum()) if len(known) else 0.0
     if total <= 0:
@@ -293,15 +322,19 @@ def _discarded_rows(ids: list, sizes: np.ndarray) -> np.ndarray:
     return rows[np.concatenate([ids[i] for i in look], dtype=np.int64, casting="unsafe") == -1]
 
 
-def summarize(requests: Any, done: np.ndarray, itl: np.ndarray,
-              slo: SLO | None) -> dict[str, Any]:
-    """The summary of the `done` rows of a `.requests` frame (module doc for definitions)."""
+def summarize(requests: Any, done: np.ndarray, itl: np.ndarray | None,
+              slo: SLO | None, itl_stats: dict[str, float] | None = None) -> dict[str, Any]:
+    """The summary of the `done` rows of a `.requests` frame (module doc for definitions);
+    the ITL stats from the pooled gaps `itl`, or given as `itl_stats` (a RunLog's)."""
     ok = requests[done]
     duration = run_duration(requests)
     summary: dict[str, Any] = {"duration": duration, "completed": int(done.sum())}
     summary["request_throughput"] = _per_second(len(ok), duration)
     summary["output_throughput"] = _per_second(int(ok["output_len"].sum()), duration)
     for name in LATENCY_METRICS:
+        if name == "itl" and itl_stats is not None:
+            summary.update(itl_stats)
+            continue
         values = itl if name == "itl" else ok[name].to_numpy(dtype=float)
         summary.update(latency_stats(name, values))
     if slo is not None:

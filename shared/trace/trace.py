@@ -120,6 +120,14 @@ class Trace:
         return [list(map(operator.attrgetter(name), self._steps))
                 + list(map(operator.itemgetter(_FIELD_INDEX[name]), self._pending)) for name in names]
 
+    def add_request(self, record: RequestRecord) -> None:
+        """A submitted request's record (updated in place as it runs)."""
+        self.requests[record.rid] = record
+
+    def unfinished(self) -> list[str]:
+        """The rids of the requests with no finish reason."""
+        return [rid for rid, r in self.requests.items() if r.finish_reason is None]
+
     def append_step(self, **fields: Any) -> None:
         """Record one step by field name (StepRecord's defaults fill the rest); array fields
         may be numpy arrays (converted when read)."""

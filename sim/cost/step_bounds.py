@@ -7,11 +7,14 @@ too (`CostModel.extend_step_bounds`), any other (idle) one by one as a BatchShap
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shared.batch.forward_mode import ForwardMode
+from shared.trace.step_record import StepValues
 from sim.cost.base import CostModel
 from sim.cost.batch_shape import BatchShape
 from sim.cost.extend_steps import ExtendSteps
@@ -28,7 +31,22 @@ def step_bounds(model: CostModel, trace: Trace, overlap: bool = False) -> list[s
     recorded batch (at its recorded padded size), under the overlap schedule when `overlap`."""
     if not len(trace):
         return []
-    modes, seqs, prefixes, pruned, padded, ids = trace.step_columns(*SHAPE_FIELDS)
+    return bounds_of_columns(model, trace.step_columns(*SHAPE_FIELDS), overlap)
+
+
+def chunk_bounds(model: CostModel, overlap: bool) -> Callable[[list[StepValues]], list[str]]:
+    """`step_bounds` of a chunk of recorded steps (`StepValues`), as a RunLog folds them in."""
+    get = operator.itemgetter(*(StepValues._fields.index(name) for name in SHAPE_FIELDS))
+
+    def bounds(chunk: list[StepValues]) -> list[str]:
+        return bounds_of_columns(model, [list(c) for c in zip(*map(get, chunk), strict=True)],
+                                 overlap)
+    return bounds
+
+
+def bounds_of_columns(model: CostModel, columns: list[list], overlap: bool) -> list[str]:
+    """The bound of each step from its SHAPE_FIELDS columns (one list per field)."""
+    modes, seqs, prefixes, pruned, padded, ids = columns
     padded = [p or len(s) for p, s in zip(padded, seqs, strict=True)]
     decode = [i for i, m in enumerate(modes) if m == "DECODE"]
     extend = [i for i, m in enumerate(modes) if m in ("EXTEND", "MIXED")]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from shared.trace.run_log import FULL_TRACE, Keep
 from shared.trace.run_result import SLO, RunResult
 from shared.workload.workload import Workload
 from sim.fleet.disagg_result import disagg_result
@@ -66,8 +67,9 @@ class Disaggregated:
 
     def run(self, workload: Workload, deployment: Deployment, *, seed: int = 0,
             slo: SLO | None = None, progress: bool = False, bounds: bool = True,
-            token_source: TokenSource | None = None) -> RunResult:
-        """Serve `workload`; `bounds` is not used (the disaggregated result has no bound column)."""
+            token_source: TokenSource | None = None, keep: Keep = FULL_TRACE) -> RunResult:
+        """Serve `workload`; `bounds` is not used (the disaggregated result has no bound
+        column), nor is `keep` yet: every engine's trace is kept (the handoffs read them)."""
         d, tp = deployment, self.prefill_tp or deployment.tp
         pre_d = _instance(d, tp, self.prefill_ep)
         pre = [build_simulation(pre_d, seed=seed, token_source=token_source)

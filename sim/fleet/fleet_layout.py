@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.trace.run_log import FULL_TRACE, Keep
 from shared.trace.run_result import SLO, RunResult
 from shared.workload.workload import Workload
 from sim.cost.step_bounds import step_bounds
@@ -40,8 +41,9 @@ class Fleet:
 
     def run(self, workload: Workload, deployment: Deployment, *, seed: int = 0,
             slo: SLO | None = None, progress: bool = False, bounds: bool = True,
-            token_source: TokenSource | None = None) -> RunResult:
-        """Serve `workload` on the replicas, seeded by `seed`."""
+            token_source: TokenSource | None = None, keep: Keep = FULL_TRACE) -> RunResult:
+        """Serve `workload` on the replicas, seeded by `seed`. NOTE: `keep` is not used yet:
+        a fleet keeps every replica's trace (its router and result read them)."""
         n = self.replicas
         policy = make_router(self.router, n, seed)
         extra = (lambda i: {"replica": i, "replicas": n, "router": policy.name}) if n > 1 \

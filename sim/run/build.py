@@ -25,10 +25,12 @@ from shared.config.engine_config import (
 )
 from shared.config.hf_config import eos_token_ids
 from shared.loop.scheduler import Scheduler
+from shared.trace.run_log import FULL_TRACE, Keep
 from shared.trace.trace import TraceHeader
 from sim.cost.base import CostModel
 from sim.cost.engine_profile import DEFAULT_ENGINE_PROFILE, get_engine_profile
 from sim.cost.registry import CostInputs, build_cost_model
+from sim.cost.step_bounds import chunk_bounds
 from sim.hardware.hardware import Hardware
 from sim.hardware.lookup import get_hardware
 from sim.hardware.precision import check_precision, run_dtypes
@@ -59,11 +61,13 @@ class Simulation(NamedTuple):
 
 def build_simulation(deployment: Deployment | None = None, *, seed: int = 0,
                      token_source: TokenSource | None = None,
-                     header_extra: Mapping[str, Any] | None = None,
-                     **keywords: Any) -> Simulation:
+                     header_extra: Mapping[str, Any] | None = None, keep: Keep = FULL_TRACE,
+                     bounds: bool = True, **keywords: Any) -> Simulation:
     """The scheduler, runner, token source and cost model of `deployment` (or of the flat
     keywords `Deployment.from_keywords` takes). `token_source`: None (SyntheticTokenSource(
-    seed, vocab, eos)) or any TokenSource. Raises ValueError (TypeError for an unknown engine
+    seed, vocab, eos)) or any TokenSource. `keep`: what the scheduler records (a Trace by
+    default); a RunLog's steps get their bound priced by the cost model when `bounds`.
+    Raises ValueError (TypeError for an unknown engine
     field) before anything runs."""
     d = _deployment(deployment, keywords)
     config_json, shape = load_model(d.model)
@@ -95,7 +99,9 @@ def build_simulation(deployment: Deployment | None = None, *, seed: int = 0,
     if profile != get_engine_profile(DEFAULT_ENGINE_PROFILE):
         executor["engine_profile"] = dataclasses.asdict(profile)
     header = TraceHeader(config_json, {**executor, **(header_extra or {})})
-    scheduler = Scheduler(engine, info, kv_capacity=capacity, header=header)
+    if bounds and not keep.trace:
+        keep = dataclasses.replace(keep, step_bounds=chunk_bounds(cost, engine.overlap))
+    scheduler = Scheduler(engine, info, kv_capacity=capacity, header=header, keep=keep)
     source = token_source or SyntheticTokenSource(seed, info.vocab_size, info.eos_token_ids)
     runner = SimModelRunner(cost, source, scheduler.config, info)
     return Simulation(scheduler, runner, source, cost, shape, hw)

@@ -59,6 +59,7 @@ from sim.run.arrival_source import ArrivalSource, WorkloadArrivals
 if TYPE_CHECKING:
     from shared.batch.schedule_batch import ScheduleBatch
     from shared.loop.scheduler import Scheduler
+    from shared.trace.run_log import RunLog
     from shared.trace.trace import Trace
     from shared.workload.workload import Workload
 
@@ -69,10 +70,11 @@ MAX_DECODE_RUN = 256  # steps applied at once at most (bounds the [k, B] token m
 
 def drive_workload(scheduler: Scheduler, runner: ModelRunner, workload: Workload, *,
                    clock: CostModel | None = None, finished_hook: FinishedHook | None = None,
-                   progress: bool = False, decode_runs: bool = True) -> Trace:
+                   progress: bool = False, decode_runs: bool = True) -> Trace | RunLog:
     """Serve `workload` on `scheduler` with `runner` in simulated time (seconds from 0) until
-    every request finished; returns the scheduler's trace. `finished_hook(batch, ids)` names
-    requests to end after this step's token (the `finished=` map of process_batch_result).
+    every request finished; returns the scheduler's trace (its RunLog under Keep(trace=False)).
+    `finished_hook(batch, ids)` names requests to end after this step's token (the
+    `finished=` map of process_batch_result).
     `decode_runs` allows bulk decode runs where the runner supports them (module doc).
     Raises ValueError for an empty workload, InvalidRequestError (naming the request, before
     anything runs) for one the scheduler could never serve, RuntimeError if it stalls."""
@@ -301,15 +303,17 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def check_all_finished(workload: Workload, traces: Sequence[Trace]) -> None:
-    """RuntimeError naming requests that no trace records as finished (a follow-up turn
-    counts once sent: its conversation may have ended before it)."""
-    records = {rid: rec for t in traces for rid, rec in t.requests.items()}
-    sent = [r.rid for r in workload.requests] + [f.rid for f in workload.followups
-                                                 if f.rid in records]
-    left = [rid for rid in sent if rid not in records or records[rid].finish_reason is None]
+def check_all_finished(workload: Workload, traces: Sequence[Trace | RunLog]) -> None:
+    """RuntimeError naming requests that no trace records as finished, or counting the
+    workload's requests no trace recorded at all (a follow-up turn counts once sent: its
+    conversation may have ended before it)."""
+    left = [rid for t in traces for rid in t.unfinished()]
     if left:
         raise RuntimeError(f"{len(left)} request(s) never finished: {left[:5]}")
+    recorded = sum(len(t.requests) for t in traces)
+    if recorded < len(workload.requests):
+        raise RuntimeError(f"{len(workload.requests) - recorded} request(s) of the workload "
+                           f"were never served")
 
 
 def check_step_time(t: float) -> float:

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from shared.trace.log_result import result_from_log
+from shared.trace.run_log import FULL_TRACE, Keep
 from shared.trace.run_result import SLO, RunResult
 from shared.workload.workload import Workload
 from sim.cost.step_bounds import step_bounds
@@ -33,7 +35,8 @@ from sim.run.token_source import TokenSource
 
 class Layout(Protocol):
     def run(self, workload: Workload, deployment: Deployment, *, seed: int, slo: SLO | None,
-            progress: bool, bounds: bool, token_source: TokenSource | None) -> RunResult: ...
+            progress: bool, bounds: bool, token_source: TokenSource | None,
+            keep: Keep) -> RunResult: ...
 
 
 @dataclass(frozen=True)
@@ -42,26 +45,34 @@ class Single:
 
     def run(self, workload: Workload, deployment: Deployment, *, seed: int = 0,
             slo: SLO | None = None, progress: bool = False, bounds: bool = True,
-            token_source: TokenSource | None = None) -> RunResult:
-        s = build_simulation(deployment, seed=seed, token_source=token_source)
-        trace = drive_workload(s.scheduler, s.runner, workload,
-                               finished_hook=s.token_source.finished, progress=progress)
-        steps = step_bounds(s.cost_model, trace, s.runner.overlap) if bounds else None
-        return RunResult.from_trace(trace, slo, steps)
+            token_source: TokenSource | None = None, keep: Keep = FULL_TRACE) -> RunResult:
+        s = build_simulation(deployment, seed=seed, token_source=token_source,
+                             keep=keep, bounds=bounds)
+        log = drive_workload(s.scheduler, s.runner, workload,
+                             finished_hook=s.token_source.finished, progress=progress)
+        if not keep.trace:
+            return result_from_log(log, slo)
+        steps = step_bounds(s.cost_model, log, s.runner.overlap) if bounds else None
+        return RunResult.from_trace(log, slo, steps)
 
 
 def simulate(workload: Workload, deployment: Deployment | None = None, layout: Layout | None = None,
              *, seed: int = 0, slo: SLO | None = None, progress: bool = False,
              bounds: bool = True, token_source: TokenSource | None = None,
-             **keywords: Any) -> RunResult:
+             keep_trace: bool = False, keep_steps: bool = False, **keywords: Any) -> RunResult:
     """Serve `workload` on `deployment` (or the Deployment of the flat `keywords`) laid out
     as `layout` (None: Single()) and return its RunResult (one part per engine when the
     layout has several).
     `token_source`: None (each engine's SyntheticTokenSource(seed, vocab, eos)) or any
     TokenSource (every engine of the layout draws from it); its `finished` is the driver's
     finished hook.
-    `bounds`: fill the steps' `bound` column (each recorded batch re-priced once after the
-    run, `sim.cost.step_bounds`); False leaves it "" and saves that pass.
+    `bounds`: fill the steps' `bound` column (each recorded batch re-priced once,
+    `sim.cost.step_bounds`); False leaves it "" and saves that pass.
+    What the result keeps: by default the requests table and the summary, in memory that does
+    not grow with the steps run (`shared.trace.run_log`: `trace` None, `steps` empty);
+    `keep_steps` adds the `.steps` table (about 60 bytes a step); `keep_trace` keeps the
+    whole Trace (every step's record and every request's token ids: replayable, what
+    `--save-trace` writes). Fleets and disaggregated layouts keep every engine's trace.
     Raises ValueError for unknown keys, bad parameters or an empty workload, TypeError for an
     unknown engine field, before anything runs."""
     if not len(workload):
@@ -70,5 +81,6 @@ def simulate(workload: Workload, deployment: Deployment | None = None, layout: L
         deployment = Deployment.from_keywords(**keywords)
     elif keywords:
         raise TypeError(f"give a Deployment or its keywords, not both (got {sorted(keywords)})")
+    keep = Keep(trace=keep_trace, steps=keep_steps)
     return (layout or Single()).run(workload, deployment, seed=seed, slo=slo, progress=progress,
-                                    bounds=bounds, token_source=token_source)
+                                    bounds=bounds, token_source=token_source, keep=keep)

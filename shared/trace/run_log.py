@@ -1,0 +1,182 @@
+"""`RunLog`: what a lean run keeps, in memory that follows what was asked to be kept, not
+the length of the run. It takes what the scheduler writes into a `Trace` (the same calls:
+`add_request`, `append_step_values`, `append_steps_values`, `len`, `requests`), and keeps:
+
+- every request as a row of a `RequestTable` (times, lengths, finish reason; no token ids),
+  its `RequestRecord` object held only while it runs;
+- the inter-token gaps of its requests (`TokenGaps`: exact up to a limit, then a sketch);
+- with `keep_steps`, one row per step of the run's `.steps` table (`StepTable`);
+- with `step_bounds` (a pricer), the step time each bound took (`bound_seconds`).
+
+Steps are held as the scheduler appends them and folded in chunks of `chunk_steps`: their
+token times go to the gaps, their rows to the step table, and the records of requests
+finished by then become table rows. Nothing else of a step or a finished request stays.
+`RunResult.from_log` reads it (after `finish`) as `RunResult.from_trace` reads a Trace, with
+the same numbers (`shared.trace.token_gaps` says when the ITL percentiles are sketched).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.trace.request_table import RequestTable
+from shared.trace.step_record import StepValues
+from shared.trace.step_table import StepTable
+from shared.trace.token_gaps import EXACT_LIMIT, TokenGaps
+from shared.trace.trace import RequestRecord, Trace
+
+CHUNK_STEPS = 2048
+COMPLETED_FINISH_TYPES = ("length", "stop")
+_TOKEN_FIELDS = operator.itemgetter(*(StepValues._fields.index(name) for name in (
+    "rids", "next_token_ids", "start_time", "duration")))
+
+StepPricer = Callable[[list[StepValues]], list[str]]   # each step's bound (sim.cost.step_bounds)
+
+
+@dataclass(frozen=True)
+class Keep:
+    """What a run keeps (`Scheduler(keep=...)`). `trace`: every step and request record, a
+    `Trace` (replayable; what `--save-trace` writes); else a `RunLog`, with `steps` its step
+    table, whose `bound` column `step_bounds` fills (None: "": no bound time either), folding its steps every
+    `chunk_steps` and holding up to `exact_gaps` inter-token gaps exactly (`TokenGaps`)."""
+
+    trace: bool = True
+    steps: bool = False
+    step_bounds: StepPricer | None = None
+    chunk_steps: int = CHUNK_STEPS
+    exact_gaps: int = EXACT_LIMIT
+
+    def new_log(self, config: EngineConfig, model_info: ModelInfo, model_config: dict[str, Any],
+                executor: dict[str, Any]) -> Trace | RunLog:
+        if self.trace:
+            return Trace(config, model_info, model_config, executor)
+        return RunLog(config, model_info, model_config, executor, keep_steps=self.steps,
+                      step_bounds=self.step_bounds, chunk_steps=self.chunk_steps,
+                      exact_gaps=self.exact_gaps)
+
+
+FULL_TRACE = Keep()   # the default: every record (a frozen value, shared read-only)
+
+
+class RunLog:
+    def __init__(self, engine_config: EngineConfig, model_info: ModelInfo,
+                 model_config: dict[str, Any] | None = None, executor: dict[str, Any] | None = None,
+                 *, keep_steps: bool = False, step_bounds: StepPricer | None = None,
+                 chunk_steps: int = CHUNK_STEPS, exact_gaps: int = EXACT_LIMIT) -> None:
+        self.engine_config, self.model_info = engine_config, model_info
+        self.model_config, self.executor = model_config or {}, executor or {}
+        self.table = RequestTable()
+        self.gaps = TokenGaps(exact_gaps)
+        self.steps_table = StepTable() if keep_steps else None
+        self.step_bounds = step_bounds
+        self.bound_seconds: dict[str, float] = {}   # step time per bound (with step_bounds)
+        self.requests = LogRequests(self.table)
+        self.chunk_steps = chunk_steps
+        self._pending: list[StepValues] = []
+        self._folded = 0
+
+    def add_request(self, record: RequestRecord) -> None:
+        """A submitted request; `record` is its live record until it finished."""
+        row = self.table.add(record)
+        self.requests.live[record.rid] = record
+        if record.prebuilt_output_ids:
+            self.gaps.start_from(row, record.first_token_time)
+
+    def append_step_values(self, values: StepValues) -> None:
+        self._pending.append(values)
+        if len(self._pending) >= self.chunk_steps:
+            self.fold()
+
+    def append_steps_values(self, steps: list[StepValues]) -> None:
+        self._pending.extend(steps)
+        if len(self._pending) >= self.chunk_steps:
+            self.fold()
+
+    def __len__(self) -> int:
+        return self._folded + len(self._pending)
+
+    def finish(self) -> None:
+        """Fold what is held (call once the run ended, before reading the log)."""
+        self.fold()
+
+    def fold(self) -> None:
+        """Take the held steps into the gaps and the step table, and the finished requests'
+        records into the request table."""
+        chunk, self._pending = self._pending, []
+        self._folded += len(chunk)
+        if chunk:
+            self.gaps.add(*self._token_rows(chunk))
+            bounds = self._bounds(chunk)
+            if self.steps_table is not None:
+                self.steps_table.add(chunk, bounds)
+        self._retire_finished()
+
+    def _bounds(self, chunk: list[StepValues]) -> list[str] | None:
+        """Each step's bound (None without step_bounds), its time added to bound_seconds."""
+        if self.step_bounds is None:
+            return None
+        bounds = self.step_bounds(chunk)
+        for bound, step in zip(bounds, chunk, strict=True):
+            if bound:
+                self.bound_seconds[bound] = self.bound_seconds.get(bound, 0.0) + step.duration
+        return bounds
+
+    def unfinished(self) -> list[str]:
+        """The rids of the requests with no finish reason (after `finish`)."""
+        return [rid for rid, r in self.requests.live.items() if r.finish_reason is None]
+
+    def completed(self) -> np.ndarray:
+        """[requests] bool: finished with a length or stop reason."""
+        reasons = self.table.column("finish_reason")
+        return np.fromiter((r is not None and r.type in COMPLETED_FINISH_TYPES for r in reasons),
+                           bool, len(reasons))
+
+    def _retire_finished(self) -> None:
+        live = self.requests.live
+        done = [r for r in live.values() if r.finish_reason is not None]
+        for record in done:
+            self.table.retire(record)
+            self.gaps.finished(self.table.row_of(record.rid),
+                               record.finish_reason.type in COMPLETED_FINISH_TYPES)
+            del live[record.rid]
+
+    def _token_rows(self, chunk: list[StepValues]) -> tuple[np.ndarray, np.ndarray]:
+        """[N] each sampled row's request row (-1: discarded) and [N] its token time."""
+        rids, ids, start, dur = zip(*map(_TOKEN_FIELDS, chunk), strict=True)
+        row_of = self.table.row_of
+        # NOTE: decode steps of an unchanged batch share one rids tuple: rows once per tuple.
+        rows_of = {key: np.fromiter(map(row_of, r), np.int64, len(r))
+                   for key, r in {id(r): r for r in rids}.items()}
+        codes = np.concatenate([rows_of[id(r)] for r in rids])
+        codes[np.concatenate(ids, dtype=np.int64, casting="unsafe") == -1] = -1
+        sizes = np.fromiter(map(len, rids), np.int64, len(rids))
+        ends = np.array(start, dtype=float) + np.array(dur, dtype=float)
+        return codes, np.repeat(ends, sizes)
+
+
+class LogRequests(Mapping):
+    """rid -> RequestRecord over a RunLog: a live request's own record, a finished one's row
+    read back (token ids not kept), in submission order."""
+
+    def __init__(self, table: RequestTable) -> None:
+        self.table = table
+        self.live: dict[str, RequestRecord] = {}
+
+    def __getitem__(self, rid: str) -> RequestRecord:
+        record = self.live.get(rid)
+        return record if record is not None else self.table.record(self.table.row_of(rid))
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self.table
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.table.rids())
+
+    def __len__(self) -> int:
+        return len(self.table)
