@@ -19,7 +19,7 @@ with those workload flags and the default cost model.
 
 Each child's own CPU seconds (user + sys) and peak RSS come from `os.wait4` on its pid (MB =
 2^20 bytes, as /usr/bin/time's kbytes / 1024); this process stays small, since its own peak
-RSS is a floor under a child's (`export_trace`), and prints that floor. The table per size and rate gives their medians
+RSS is a floor under a child's (`in_own_process`), and prints that floor. The table per size and rate gives their medians
 over rounds, the ratio batchtwin / BLIS, and each simulator's TTFT and TPOT medians over
 requests (TPOT = (E2E - TTFT) / (output - 1) over requests of 2+ tokens, batchtwin's
 definition: batchtwin's from its printed summary, BLIS's from its --results-path JSON). Prints
@@ -118,17 +118,21 @@ def write_trace_v2(workload, prefix: Path) -> tuple[Path, Path]:
     return header, data
 
 
-def export_trace(size: int, rate: float, prefix: Path) -> tuple[Path, Path]:
-    """The benchmark's TraceV2 pair for `size` and `rate`, written by a process of its own.
-    NOTE: Linux carries a process's peak RSS into a child it starts (the mm's high-water mark
-    survives vfork + exec), so this process stays small: it never builds a workload or
-    imports numpy, and each child's ru_maxrss is its own."""
-    code = ("import sys; from pathlib import Path; from experiments.bench.bench_peer import "
-            "cli_workload, write_trace_v2; write_trace_v2(cli_workload(int(sys.argv[1]), "
-            "float(sys.argv[2])), Path(sys.argv[3]))")
-    subprocess.run([sys.executable, "-c", code, str(size), repr(rate), str(prefix)],
-                   cwd=ROOT, check=True)
-    return prefix.with_suffix(".yaml"), prefix.with_suffix(".csv")
+def in_own_process(func: str, *args: str):
+    """`func(*args)`, a function of this module, run by a process of its own: its result
+    (JSON). NOTE: Linux carries a process's peak RSS into a child it starts (the mm's
+    high-water mark survives vfork + exec), so this process stays small: it never builds a
+    workload, reads BLIS's results or imports numpy, and each child's ru_maxrss is its own."""
+    code = (f"import json, sys; from experiments.bench.bench_peer import {func}; "
+            f"print(json.dumps({func}(*sys.argv[1:])))")
+    out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def export_trace(size: str, rate: str, prefix: str) -> list[str]:
+    """The benchmark's TraceV2 pair for `size` and `rate` (command-line strings): its paths."""
+    return [str(p) for p in write_trace_v2(cli_workload(int(size), float(rate)), Path(prefix))]
 
 
 def blis_command(blis_bin: str, trace: tuple[Path, Path], results: Path, rate: float) -> list[str]:
@@ -172,9 +176,9 @@ def batchtwin_summary(stdout: str) -> tuple[int, float, float]:
     return completed, p50["ttft"], p50["tpot"]
 
 
-def blis_summary(results: Path) -> tuple[int, float, float]:
+def blis_summary(results: str) -> tuple[int, float, float]:
     """(completed, TTFT p50 ms, TPOT p50 ms) from BLIS's per-request results JSON."""
-    recs = json.loads(results.read_text())
+    recs = json.loads(Path(results).read_text())
     ttft = [r["ttft_us"] / 1e3 for r in recs]
     tpot = [(r["e2e_us"] - r["ttft_us"]) / 1e3 / (r["output_tokens"] - 1)
             for r in recs if r["output_tokens"] > 1]
@@ -184,7 +188,8 @@ def blis_summary(results: Path) -> tuple[int, float, float]:
 def one_size(args, size: int, rate: float, tmp: Path, commands: dict) -> list[Round]:
     """The alternated rounds of one size and rate (BLIS first in each round)."""
     tag = f"n{size}_r{rate:g}"
-    trace = export_trace(size, rate, tmp / tag)
+    trace = tuple(Path(p) for p in in_own_process("export_trace", str(size), repr(rate),
+                                                  str(tmp / tag)))
     results, log = tmp / f"{tag}_blis.json", tmp / f"{tag}.log"
     sides = simulators(args, size, rate, trace, results)
     commands[tag] = {sim: " ".join(cmd) for sim, (cmd, _) in sides.items()}
@@ -192,7 +197,7 @@ def one_size(args, size: int, rate: float, tmp: Path, commands: dict) -> list[Ro
     for i in range(args.rounds):
         for sim, (cmd, cwd) in sides.items():
             cpu, rss, wall = run_measured(cmd, cwd, log)
-            summary = (blis_summary(results) if sim == "blis"
+            summary = (in_own_process("blis_summary", str(results)) if sim == "blis"
                        else batchtwin_summary(log.read_text()))
             rounds.append(Round(sim, size, f"{rate:g}", i, cpu, rss, wall, *summary))
     return rounds
