@@ -80,7 +80,7 @@ class GeneratedRequests(SortedRequests):
 
     def has_rid(self, rid: str) -> bool:
         digits = rid[1:]
-        return (rid[:1] == "r" and digits.isdigit() and str(int(digits)) == digits
+        return (rid[:1] == "r" and digits.isascii() and digits.isdigit() and str(int(digits)) == digits
                 and int(digits) < len(self))
 
     def _item(self, i: int) -> WorkloadRequest:

@@ -141,12 +141,17 @@ def _scan(start: dict[str, Any], law: _Lemire, ends: np.ndarray, chunk: int) -> 
     return out
 
 
+def _generator_at(start: dict[str, Any], skip: int) -> np.random.PCG64:
+    """A PCG64 `skip` raw outputs after `start` (its buffered half cleared)."""
+    generator = np.random.PCG64()
+    generator.state = start
+    generator.advance(skip)
+    return generator
+
+
 def _raws(start: dict[str, Any], skip: int, count: int) -> np.ndarray:
     """[count] uint64: the raw outputs `skip ..` after `start`."""
-    bits = np.random.PCG64()
-    bits.state = start
-    bits.advance(skip)
-    return bits.random_raw(count)
+    return _generator_at(start, skip).random_raw(count)
 
 
 def _units(start: dict[str, Any], bits: int, u0: int, count: int) -> np.ndarray:
@@ -166,18 +171,12 @@ def _units(start: dict[str, Any], bits: int, u0: int, count: int) -> np.ndarray:
 def _state_after(start: dict[str, Any], bits: int, used: int) -> dict[str, Any]:
     """The bit generator's state once `used` units of the stream are drawn (module doc)."""
     state = copy.deepcopy(start)
-    if bits == 0 or used == 0:
-        return state
     held = start["has_uint32"] if bits == 32 else 0
-    halves = used - held
-    raws = used if bits == 64 else (halves + 1) // 2
+    raws = used if bits == 64 else (used - held + 1) // 2   # (no draws: `used` is 0)
     if raws:
-        generator = np.random.PCG64()
-        generator.state = start
-        generator.advance(raws)
-        state["state"] = generator.state["state"]
-    if bits == 32:
-        state["has_uint32"] = halves % 2
+        state["state"] = _generator_at(start, raws).state["state"]
+    if bits == 32 and used:
+        state["has_uint32"] = (used - held) % 2
         if raws:   # NOTE: the last raw output's high half stays in `uinteger`, read or not
             state["uinteger"] = int(_raws(start, raws - 1, 1)[0] >> np.uint64(32))
     return state
