@@ -107,6 +107,20 @@ def length_dists(draw, max_len: int = 64):
     return draw(st.one_of(kinds))
 
 
+# Vocabulary sizes for numpy's bounded draws: no draw (1), no rejection (powers of two, 2**32),
+# rare and frequent rejection of 32-bit words (just above a power of two), 64-bit draws above
+# 2**32 (rejecting up to a quarter at 3 * 2**61).
+vocab_sizes = st.one_of(
+    st.sampled_from((1, 2, 3, 7, 256, 1000, 50257, 128256, 2**16 + 1, 2**31 - 1, 2**31,
+                     2**31 + 1, 2**32 - 1, 2**32, 2**32 + 1, 2**40 + 3, 3 * 2**61, 2**63 - 1)),
+    st.integers(1, 2**20), st.integers(1, 2**63 - 1))
+
+
+def token_pieces(max_pieces: int = 12, max_len: int = 40) -> st.SearchStrategy[list[int]]:
+    """Piece lengths for a token stream: empty pieces included, sometimes none at all."""
+    return st.lists(st.integers(0, max_len), max_size=max_pieces)
+
+
 @st.composite
 def token_timelines(draw, max_requests: int = 4, max_tokens: int = 5):
     """Per request: (arrival tick, ticks at which its tokens are sampled), ticks ascending.

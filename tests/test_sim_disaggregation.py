@@ -72,9 +72,10 @@ def test_every_request_is_decoded_once_and_one_token_requests_stay_on_prefill():
     instance, with all its tokens counted."""
     w = ShareGPTLike(60).build(vocab_size=128256, rate=20.0, seed=1)
     ones = _spaced(3, max_new=1)
-    r = simulate(Workload(w.requests + tuple(
+    r = simulate(Workload((*w.requests, *(
         WorkloadRequest(f"one{i}", q.arrival_time, q.input_ids, q.sampling_params)
-        for i, q in enumerate(ones.requests))), layout=Disaggregated(2, 2, decode_router="least_load"), keep_trace=True)
+        for i, q in enumerate(ones.requests)))), layout=Disaggregated(2, 2, decode_router="least_load"),
+                 keep_trace=True)
     assert r.summary["completed"] == 63
     by_rid = r.requests.set_index("rid")
     assert (by_rid.loc[[f"one{i}" for i in range(3)], "decode_instance"] == -1).all()

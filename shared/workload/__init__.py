@@ -1,2 +1,3 @@
-"""Workloads: `Workload` and its requests (`workload`), arrivals, length distributions, and
-the generators, one frozen spec per file, named in `registry.GENERATORS`."""
+"""Workloads: `Workload` and its requests (`workload`; a generator's made on access:
+`generated_requests`), arrivals, length distributions, and the generators, one frozen spec
+per file, named in `registry.GENERATORS`."""

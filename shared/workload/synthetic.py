@@ -2,7 +2,10 @@
 length distributions (`shared.workload.length_dist`), rids `r0, r1, ...` in arrival order.
 
 Seeded like every generator: the build draws arrivals, then prompt lengths and tokens, then
-output lengths from one `numpy.random.default_rng(seed)`.
+output lengths from one `numpy.random.default_rng(seed)`; the tokens are one
+`rng.integers(0, vocab_size, size=total)` call, which the build does not hold: its requests
+are made on access (`GeneratedRequests` over a `TokenStream`), the same requests an eager
+build of those draws makes.
 """
 
 from __future__ import annotations
@@ -13,15 +16,11 @@ from typing import ClassVar
 
 from shared.request.sampling_params import SamplingParams
 from shared.workload.arrivals import arrival_times
-from shared.workload.draw import (
-    check_count,
-    generator_config,
-    request_params,
-    token_lists,
-    workload_rng,
-)
+from shared.workload.draw import check_count, generator_config, workload_rng
+from shared.workload.generated_requests import GeneratedRequests
 from shared.workload.length_dist import LengthDist, as_length_dist
-from shared.workload.workload import Workload, WorkloadRequest
+from shared.workload.token_stream import TokenStream
+from shared.workload.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -50,12 +49,10 @@ class Synthetic:
         n, template = self.num_requests, self.sampling_params
         rng = workload_rng(seed, vocab_size, rate, burstiness)
         arrivals = arrival_times(rng, n, rate, burstiness)
-        prompts = token_lists(rng, self.prompt_len.sample(rng, n), vocab_size)
-        outs = self.output_len.sample(rng, n).tolist()
-        reqs = [WorkloadRequest(f"r{i}", float(arrivals[i]), prompts[i],
-                                request_params(template, outs[i]))
-                for i in range(n)]
+        prompts = TokenStream.draw(rng, self.prompt_len.sample(rng, n), vocab_size)
+        outs = self.output_len.sample(rng, n)
+        reqs = GeneratedRequests(arrivals, outs, prompts, template)
         config = generator_config("synthetic", seed, vocab_size, rate, burstiness, template,
                                   num_requests=n, prompt_len=self.prompt_len.to_dict(),
                                   output_len=self.output_len.to_dict())
-        return Workload(tuple(reqs), self.name, config)
+        return Workload(reqs, self.name, config)

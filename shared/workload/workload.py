@@ -1,7 +1,10 @@
 """`Workload`: a list of requests that both executors run, and its JSONL file.
 
 The generators (`shared.workload.registry.GENERATORS`, one file each) draw workloads from a
-seed; a workload can also be built from requests directly. `FollowUp` is a turn sent only
+seed; a workload can also be built from requests directly. Its `requests` are a tuple, or a
+`SortedRequests`: a read-only sequence already in arrival order with unique rids, which the
+workload keeps as it is (`shared.workload.generated_requests`: made on access, so a million
+requests need not all be held). `FollowUp` is a turn sent only
 after the reply to an earlier one (closed-loop conversations, `shared.workload.sessions`):
 the driver materialises it when that turn finishes normally (`request(...)`, at the reply's
 time: the end of the step that sampled its last token); a turn that ends otherwise
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,30 +110,33 @@ class FollowUp:
                    SamplingParams.from_dict(d["sampling_params"]))
 
 
+class SortedRequests(Sequence[WorkloadRequest], ABC):
+    """Requests in arrival order with unique rids, that says whether it holds a rid without
+    reading its requests. A workload takes one as it is: neither sorted nor read."""
+
+    @abstractmethod
+    def has_rid(self, rid: str) -> bool: ...
+
+
 @dataclass(frozen=True)
 class Workload:
     """Requests sorted by arrival time (stable: ties keep the given order), unique rids, and
     the follow-up turns sent only after a reply (`FollowUp`: each answers a request or an
-    earlier follow-up). `len` counts both."""
+    earlier follow-up). `len` counts both. Equal workloads have equal requests, element by
+    element, whether held in a tuple or made on access."""
 
-    requests: tuple[WorkloadRequest, ...]
+    requests: Sequence[WorkloadRequest]
     name: str = "workload"
     config: dict[str, Any] = field(default_factory=dict)
     followups: tuple[FollowUp, ...] = ()
 
     def __post_init__(self) -> None:
-        # NOTE: normalisation at construction only (sorted requests, JSON-shaped config).
-        reqs = tuple(sorted(self.requests, key=lambda r: r.arrival_time))
-        seen: set[str] = set()
-        for rid in [r.rid for r in reqs] + [f.rid for f in self.followups]:
-            if rid in seen:
-                raise ValueError(f"workload {self.name!r}: duplicate rid {rid!r} "
-                                 f"(request ids must be unique)")
-            seen.add(rid)
-        for f in self.followups:
-            if f.after not in seen or f.after == f.rid:
-                raise ValueError(f"workload {self.name!r}: follow-up {f.rid!r} answers "
-                                 f"{f.after!r}, which is not another request of the workload")
+        # NOTE: normalisation at construction only (sorted requests, JSON-shaped config). A
+        # SortedRequests is kept unread: its maker guarantees the order and unique rids.
+        reqs = self.requests
+        if not isinstance(reqs, SortedRequests):
+            reqs = tuple(sorted(reqs, key=lambda r: r.arrival_time))
+        _check_rids(self.name, reqs, self.followups)
         object.__setattr__(self, "requests", reqs)
         object.__setattr__(self, "followups", tuple(self.followups))
         object.__setattr__(self, "config", json.loads(json.dumps(self.config)))
@@ -172,6 +179,23 @@ class Workload:
         reqs = tuple(x for x in lines if isinstance(x, WorkloadRequest))
         later = tuple(x for x in lines if not isinstance(x, WorkloadRequest))
         return cls(reqs, header["name"], header["config"], later)
+
+
+def _check_rids(name: str, requests: Sequence[WorkloadRequest],
+                followups: Sequence[FollowUp]) -> None:
+    """ValueError unless every rid is unique and each follow-up answers another request."""
+    listed = requests.has_rid if isinstance(requests, SortedRequests) else None
+    seen: set[str] = set()
+    request_rids = [] if listed else [r.rid for r in requests]
+    for rid in request_rids + [f.rid for f in followups]:
+        if rid in seen or (listed and listed(rid)):
+            raise ValueError(f"workload {name!r}: duplicate rid {rid!r} "
+                             f"(request ids must be unique)")
+        seen.add(rid)
+    for f in followups:
+        if (f.after not in seen and not (listed and listed(f.after))) or f.after == f.rid:
+            raise ValueError(f"workload {name!r}: follow-up {f.rid!r} answers "
+                             f"{f.after!r}, which is not another request of the workload")
 
 
 def _request_or_followup(d: dict) -> Any:
