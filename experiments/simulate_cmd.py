@@ -87,9 +87,12 @@ def run(args: argparse.Namespace) -> int:
         return run_disaggregated(args, workload, dep, run_args)
     if is_fleet(args):
         return run_fleet(args, workload, dep, run_args)
-    # NOTE: what the run keeps follows the outputs asked for (--out: the steps table,
-    # --save-trace: the whole trace); the summary alone holds no per-step memory
-    result = simulate(workload, dep, keep_trace=args.save_trace, keep_steps=bool(args.out),
+    # NOTE: what the run keeps follows the outputs asked for (--out: the steps table;
+    # --save-trace: the trace, written as the run goes); the summary holds no per-step memory
+    trace_file = Path(args.out) / "trace.jsonl" if args.save_trace else None
+    if trace_file is not None:
+        trace_file.parent.mkdir(parents=True, exist_ok=True)
+    result = simulate(workload, dep, keep_steps=bool(args.out), save_trace=trace_file,
                       **run_args)
     config = run_config(args, workload, result.run_info, result.slo)
     print_summary(config, result)
@@ -104,8 +107,9 @@ def _slo(args: argparse.Namespace, slo_cls):
 
 
 def write_outputs(out: Path, config: dict[str, Any], result, save_trace: bool) -> None:
-    traces = {"trace.jsonl": result.trace} if save_trace else {}
+    # NOTE: with --save-trace the run wrote trace.jsonl as it went: not stale
+    stale = tuple(n for n in OUTPUT_FILES if not (save_trace and n == "trace.jsonl"))
     write_tables(out, {"requests": result.requests, "steps": result.steps}, config,
-                 result.summary, OUTPUT_FILES, traces)
+                 result.summary, stale)
 
 

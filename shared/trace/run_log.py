@@ -6,7 +6,8 @@ the length of the run. It takes what the scheduler writes into a `Trace` (the sa
   its `RequestRecord` object held only while it runs;
 - the inter-token gaps of its requests (`TokenGaps`: exact up to a limit, then a sketch);
 - with `keep_steps`, one row per step of the run's `.steps` table (`StepTable`);
-- with `step_bounds` (a pricer), the step time each bound took (`bound_seconds`).
+- with `step_bounds` (a pricer), the step time each bound took (`bound_seconds`);
+- with `trace_file`, nothing more: the trace goes to that file as the run goes (`TraceWriter`).
 
 Steps are held as the scheduler appends them and folded in chunks of `chunk_steps`: their
 token times go to the gaps, their rows to the step table, and the records of requests
@@ -20,6 +21,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +32,7 @@ from shared.trace.step_record import StepValues
 from shared.trace.step_table import StepTable
 from shared.trace.token_gaps import EXACT_LIMIT, TokenGaps
 from shared.trace.trace import RequestRecord, Trace
+from shared.trace.trace_writer import TraceWriter
 
 CHUNK_STEPS = 2048
 COMPLETED_FINISH_TYPES = ("length", "stop")
@@ -44,13 +47,16 @@ class Keep:
     """What a run keeps (`Scheduler(keep=...)`). `trace`: every step and request record, a
     `Trace` (replayable; what `--save-trace` writes); else a `RunLog`, with `steps` its step
     table, whose `bound` column `step_bounds` fills (None: "": no bound time either), folding its steps every
-    `chunk_steps` and holding up to `exact_gaps` inter-token gaps exactly (`TokenGaps`)."""
+    `chunk_steps` and holding up to `exact_gaps` inter-token gaps exactly (`TokenGaps`);
+    `trace_file`: where the run's trace goes, a RunLog writing it as the run goes
+    (`TraceWriter`); a kept Trace is saved there by whoever runs it, at the end."""
 
     trace: bool = True
     steps: bool = False
     step_bounds: StepPricer | None = None
     chunk_steps: int = CHUNK_STEPS
     exact_gaps: int = EXACT_LIMIT
+    trace_file: str | Path | None = None
 
     def new_log(self, config: EngineConfig, model_info: ModelInfo, model_config: dict[str, Any],
                 executor: dict[str, Any]) -> Trace | RunLog:
@@ -58,7 +64,7 @@ class Keep:
             return Trace(config, model_info, model_config, executor)
         return RunLog(config, model_info, model_config, executor, keep_steps=self.steps,
                       step_bounds=self.step_bounds, chunk_steps=self.chunk_steps,
-                      exact_gaps=self.exact_gaps)
+                      exact_gaps=self.exact_gaps, trace_file=self.trace_file)
 
 
 FULL_TRACE = Keep()   # the default: every record (a frozen value, shared read-only)
@@ -68,7 +74,8 @@ class RunLog:
     def __init__(self, engine_config: EngineConfig, model_info: ModelInfo,
                  model_config: dict[str, Any] | None = None, executor: dict[str, Any] | None = None,
                  *, keep_steps: bool = False, step_bounds: StepPricer | None = None,
-                 chunk_steps: int = CHUNK_STEPS, exact_gaps: int = EXACT_LIMIT) -> None:
+                 chunk_steps: int = CHUNK_STEPS, exact_gaps: int = EXACT_LIMIT,
+                 trace_file: str | Path | None = None) -> None:
         self.engine_config, self.model_info = engine_config, model_info
         self.model_config, self.executor = model_config or {}, executor or {}
         self.table = RequestTable()
@@ -80,6 +87,8 @@ class RunLog:
         self.chunk_steps = chunk_steps
         self._pending: list[StepValues] = []
         self._folded = 0
+        self.writer = None if trace_file is None else TraceWriter(
+            trace_file, engine_config, model_info, self.model_config, self.executor)
 
     def add_request(self, record: RequestRecord) -> None:
         """A submitted request; `record` is its live record until it finished."""
@@ -102,8 +111,14 @@ class RunLog:
         return self._folded + len(self._pending)
 
     def finish(self) -> None:
-        """Fold what is held (call once the run ended, before reading the log)."""
+        """Fold what is held and write the trace file, if any (once the run ended, before
+        reading the log; again: no effect)."""
         self.fold()
+        if self.writer is not None:
+            for record in self.requests.live.values():   # NOTE: never finished
+                self.writer.request(self.table.row_of(record.rid), record)
+            self.writer.close(len(self.table))
+            self.writer = None
 
     def fold(self) -> None:
         """Take the held steps into the gaps and the step table, and the finished requests'
@@ -113,6 +128,8 @@ class RunLog:
         if chunk:
             self.gaps.add(*self._token_rows(chunk))
             bounds = self._bounds(chunk)
+            if self.writer is not None:
+                self.writer.steps(chunk)
             if self.steps_table is not None:
                 self.steps_table.add(chunk, bounds)
         self._retire_finished()
@@ -142,8 +159,10 @@ class RunLog:
         done = [r for r in live.values() if r.finish_reason is not None]
         for record in done:
             self.table.retire(record)
-            self.gaps.finished(self.table.row_of(record.rid),
-                               record.finish_reason.type in COMPLETED_FINISH_TYPES)
+            row = self.table.row_of(record.rid)
+            self.gaps.finished(row, record.finish_reason.type in COMPLETED_FINISH_TYPES)
+            if self.writer is not None:
+                self.writer.request(row, record)
             del live[record.rid]
 
     def _token_rows(self, chunk: list[StepValues]) -> tuple[np.ndarray, np.ndarray]:

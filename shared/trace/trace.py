@@ -102,7 +102,7 @@ class Trace:
     @property
     def steps(self) -> list[StepRecord]:
         if self._pending:
-            self._steps.extend(_materialise(p) for p in self._pending)
+            self._steps.extend(step_record_of(p) for p in self._pending)
             self._pending.clear()
         return self._steps
 
@@ -216,7 +216,7 @@ def _header(d: dict[str, Any]) -> tuple:
             d["model_config"], d["executor"], {r.rid: r for r in reqs})
 
 
-def _materialise(values: tuple) -> StepRecord:
+def step_record_of(values: tuple) -> StepRecord:
     return StepRecord(*[tuple(v.tolist()) if isinstance(v, np.ndarray) else v for v in values])
 
 

@@ -20,6 +20,7 @@ keyword that is not a Deployment field is an EngineConfig field).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from shared.trace.log_result import result_from_log
@@ -53,13 +54,16 @@ class Single:
         if not keep.trace:
             return result_from_log(log, slo)
         steps = step_bounds(s.cost_model, log, s.runner.overlap) if bounds else None
+        if keep.trace_file is not None:
+            log.save(keep.trace_file)
         return RunResult.from_trace(log, slo, steps)
 
 
 def simulate(workload: Workload, deployment: Deployment | None = None, layout: Layout | None = None,
              *, seed: int = 0, slo: SLO | None = None, progress: bool = False,
              bounds: bool = True, token_source: TokenSource | None = None,
-             keep_trace: bool = False, keep_steps: bool = False, **keywords: Any) -> RunResult:
+             keep_trace: bool = False, keep_steps: bool = False,
+             save_trace: str | Path | None = None, **keywords: Any) -> RunResult:
     """Serve `workload` on `deployment` (or the Deployment of the flat `keywords`) laid out
     as `layout` (None: Single()) and return its RunResult (one part per engine when the
     layout has several).
@@ -73,6 +77,8 @@ def simulate(workload: Workload, deployment: Deployment | None = None, layout: L
     `keep_steps` adds the `.steps` table (about 60 bytes a step); `keep_trace` keeps the
     whole Trace (every step's record and every request's token ids: replayable, what
     `--save-trace` writes). Fleets and disaggregated layouts keep every engine's trace.
+    `save_trace`: a file the one engine's trace is written to as the run goes (`Trace.save`'s
+    format; `shared.trace.trace_writer`), without holding it in memory.
     Raises ValueError for unknown keys, bad parameters or an empty workload, TypeError for an
     unknown engine field, before anything runs."""
     if not len(workload):
@@ -81,6 +87,9 @@ def simulate(workload: Workload, deployment: Deployment | None = None, layout: L
         deployment = Deployment.from_keywords(**keywords)
     elif keywords:
         raise TypeError(f"give a Deployment or its keywords, not both (got {sorted(keywords)})")
-    keep = Keep(trace=keep_trace, steps=keep_steps)
+    if save_trace is not None and not isinstance(layout or Single(), Single):
+        raise ValueError("save_trace writes one engine's trace; a fleet's or a disaggregated "
+                         "run's traces are result.traces (keep_trace=True is implied)")
+    keep = Keep(trace=keep_trace, steps=keep_steps, trace_file=save_trace)
     return (layout or Single()).run(workload, deployment, seed=seed, slo=slo, progress=progress,
                                     bounds=bounds, token_source=token_source, keep=keep)
