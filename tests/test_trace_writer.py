@@ -53,5 +53,5 @@ def test_a_fleet_refuses_save_trace_naming_where_its_traces_are(tmp_path):
     from sim.fleet.fleet_layout import Fleet
 
     w = ShareGPTLike(4).build(vocab_size=128256, seed=2, rate=25)
-    with pytest.raises(ValueError, match="result.traces"):
+    with pytest.raises(ValueError, match=r"result\.traces"):
         simulate(w, None, Fleet(2), model="llama-3-8b", save_trace=tmp_path / "t.jsonl")

@@ -32,8 +32,9 @@ class TraceWriter:
         self._head = {"format": TRACE_FORMAT, "version": TRACE_VERSION,
                       "engine_config": engine_config.to_dict(), "model_info": model_info.to_dict(),
                       "model_config": model_config, "executor": executor, "requests": []}
-        self._steps = tempfile.TemporaryFile("w+b", dir=self.path.parent)
-        self._requests = tempfile.TemporaryFile("w+b", dir=self.path.parent)
+        # NOTE: the spools live across calls until close(); unnamed, they vanish with the process
+        self._steps = tempfile.TemporaryFile("w+b", dir=self.path.parent)  # noqa: SIM115
+        self._requests = tempfile.TemporaryFile("w+b", dir=self.path.parent)  # noqa: SIM115
         self._spans = np.zeros((1024, 2), np.int64)    # [rows, (offset, length)] of each record
 
     def steps(self, chunk: list[StepValues]) -> None:
