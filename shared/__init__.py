@@ -2,120 +2,91 @@
 
 Pure Python and numpy: no torch, no simpy, no clock, no global state. Both executors
 (`exec/`, `sim/`) run exactly this code.
+
+Each public name is imported from its module (`EXPORTS`) when first read (PEP 562), so
+importing one part of the spec (a request, a workload generator) loads only that part.
 """
 
-from shared.admission.prefill_adder import AddReqResult, PrefillAdder
-from shared.admission.schedule_policy import SchedulePolicy
-from shared.batch.cuda_graph import (
-    PaddedDecode,
-    can_run_graph,
-    cuda_graph_batch_sizes,
-    pad_decode_batch,
-    padded_batch_size,
-)
-from shared.batch.forward_batch import ForwardBatch
-from shared.batch.forward_mode import ForwardMode
-from shared.batch.logit_rows import LogitRows, select_logit_rows
-from shared.batch.positions import Positions, compute_positions
-from shared.batch.schedule_batch import ScheduleBatch
-from shared.config.engine_config import EngineConfig, ModelInfo
-from shared.loop.model_runner import ModelRunner, RunnerOutput
-from shared.loop.new_token_ratio import NewTokenRatio
-from shared.loop.scheduler import Scheduler
-from shared.memory.chunk_cache import ChunkCache
-from shared.memory.kv_memory import KVCacheOOMError, KVMemory, MemoryLeakError
-from shared.memory.prefix_cache import MatchResult, PrefixCache
-from shared.memory.radix_cache import RadixCache
-from shared.memory.req_to_token_pool import ReqToTokenPool
-from shared.memory.token_allocator import AllocatorState, TokenToKVPoolAllocator
-from shared.memory.tree_node import TreeNode
-from shared.request.finish_reason import FinishReason
-from shared.request.invalid_request import InvalidRequestError
-from shared.request.req import Req
-from shared.request.sampling_params import TOP_K_ALL, SamplingParams
-from shared.request.validation import validate_request
-from shared.trace.run_result import SLO, RunResult
-from shared.trace.step_record import FieldDiff, StepRecord
-from shared.trace.trace import RequestRecord, Trace, TraceHeader
-from shared.workload.arrivals import arrival_times
-from shared.workload.length_dist import (
-    Empirical,
-    Fixed,
-    LengthDist,
-    LogNormal,
-    Uniform,
-    as_length_dist,
-)
-from shared.workload.multi_tenant import MultiTenant
-from shared.workload.multi_turn import MultiTurn
-from shared.workload.registry import GENERATORS
-from shared.workload.sessions import Sessions
-from shared.workload.shared_prefix import SharedPrefix
-from shared.workload.sharegpt import ShareGPTLike
-from shared.workload.synthetic import Synthetic
-from shared.workload.workload import FollowUp, Workload, WorkloadRequest
+from __future__ import annotations
 
-__all__ = [
-    "GENERATORS",
-    "SLO",
-    "TOP_K_ALL",
-    "AddReqResult",
-    "AllocatorState",
-    "ChunkCache",
-    "Empirical",
-    "EngineConfig",
-    "FieldDiff",
-    "FinishReason",
-    "Fixed",
-    "FollowUp",
-    "ForwardBatch",
-    "ForwardMode",
-    "InvalidRequestError",
-    "KVCacheOOMError",
-    "KVMemory",
-    "LengthDist",
-    "LogNormal",
-    "LogitRows",
-    "MatchResult",
-    "MemoryLeakError",
-    "ModelInfo",
-    "ModelRunner",
-    "MultiTenant",
-    "MultiTurn",
-    "NewTokenRatio",
-    "PaddedDecode",
-    "Positions",
-    "PrefillAdder",
-    "PrefixCache",
-    "RadixCache",
-    "Req",
-    "ReqToTokenPool",
-    "RequestRecord",
-    "RunResult",
-    "RunnerOutput",
-    "SamplingParams",
-    "ScheduleBatch",
-    "SchedulePolicy",
-    "Scheduler",
-    "Sessions",
-    "ShareGPTLike",
-    "SharedPrefix",
-    "StepRecord",
-    "Synthetic",
-    "TokenToKVPoolAllocator",
-    "Trace",
-    "TraceHeader",
-    "TreeNode",
-    "Uniform",
-    "Workload",
-    "WorkloadRequest",
-    "arrival_times",
-    "as_length_dist",
-    "can_run_graph",
-    "compute_positions",
-    "cuda_graph_batch_sizes",
-    "pad_decode_batch",
-    "padded_batch_size",
-    "select_logit_rows",
-    "validate_request",
-]
+import importlib
+from types import MappingProxyType
+from typing import Any
+
+EXPORTS = MappingProxyType({   # public name -> the module that defines it
+    "GENERATORS": "shared.workload.registry",
+    "SLO": "shared.trace.run_result",
+    "TOP_K_ALL": "shared.request.sampling_params",
+    "AddReqResult": "shared.admission.prefill_adder",
+    "AllocatorState": "shared.memory.token_allocator",
+    "ChunkCache": "shared.memory.chunk_cache",
+    "Empirical": "shared.workload.length_dist",
+    "EngineConfig": "shared.config.engine_config",
+    "FieldDiff": "shared.trace.step_record",
+    "FinishReason": "shared.request.finish_reason",
+    "Fixed": "shared.workload.length_dist",
+    "FollowUp": "shared.workload.workload",
+    "ForwardBatch": "shared.batch.forward_batch",
+    "ForwardMode": "shared.batch.forward_mode",
+    "InvalidRequestError": "shared.request.invalid_request",
+    "KVCacheOOMError": "shared.memory.kv_memory",
+    "KVMemory": "shared.memory.kv_memory",
+    "LengthDist": "shared.workload.length_dist",
+    "LogNormal": "shared.workload.length_dist",
+    "LogitRows": "shared.batch.logit_rows",
+    "MatchResult": "shared.memory.prefix_cache",
+    "MemoryLeakError": "shared.memory.kv_memory",
+    "ModelInfo": "shared.config.engine_config",
+    "ModelRunner": "shared.loop.model_runner",
+    "MultiTenant": "shared.workload.multi_tenant",
+    "MultiTurn": "shared.workload.multi_turn",
+    "NewTokenRatio": "shared.loop.new_token_ratio",
+    "PaddedDecode": "shared.batch.cuda_graph",
+    "Positions": "shared.batch.positions",
+    "PrefillAdder": "shared.admission.prefill_adder",
+    "PrefixCache": "shared.memory.prefix_cache",
+    "RadixCache": "shared.memory.radix_cache",
+    "Req": "shared.request.req",
+    "ReqToTokenPool": "shared.memory.req_to_token_pool",
+    "RequestRecord": "shared.trace.trace",
+    "RunResult": "shared.trace.run_result",
+    "RunnerOutput": "shared.loop.model_runner",
+    "SamplingParams": "shared.request.sampling_params",
+    "ScheduleBatch": "shared.batch.schedule_batch",
+    "SchedulePolicy": "shared.admission.schedule_policy",
+    "Scheduler": "shared.loop.scheduler",
+    "Sessions": "shared.workload.sessions",
+    "ShareGPTLike": "shared.workload.sharegpt",
+    "SharedPrefix": "shared.workload.shared_prefix",
+    "StepRecord": "shared.trace.step_record",
+    "Synthetic": "shared.workload.synthetic",
+    "TokenToKVPoolAllocator": "shared.memory.token_allocator",
+    "Trace": "shared.trace.trace",
+    "TraceHeader": "shared.trace.trace",
+    "TreeNode": "shared.memory.tree_node",
+    "Uniform": "shared.workload.length_dist",
+    "Workload": "shared.workload.workload",
+    "WorkloadRequest": "shared.workload.workload",
+    "arrival_times": "shared.workload.arrivals",
+    "as_length_dist": "shared.workload.length_dist",
+    "can_run_graph": "shared.batch.cuda_graph",
+    "compute_positions": "shared.batch.positions",
+    "cuda_graph_batch_sizes": "shared.batch.cuda_graph",
+    "pad_decode_batch": "shared.batch.cuda_graph",
+    "padded_batch_size": "shared.batch.cuda_graph",
+    "select_logit_rows": "shared.batch.logit_rows",
+    "validate_request": "shared.request.validation",
+})
+
+__all__ = sorted(EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """The public `name`, imported from its module (`EXPORTS`)."""
+    if name not in EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(EXPORTS[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *EXPORTS})

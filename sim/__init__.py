@@ -7,39 +7,49 @@ model=..., hardware=..., tp=...)` build the Deployment for you); the pieces it w
 assemble their own run (e.g. exec's runner under a cost-model clock). `replay(trace)` re-runs a
 recorded trace teacher-forced. The conformance kit (`sim.conformance`, Hypothesis strategies and
 `check_conformance` / `check_agreement`) is imported on its own.
+
+Each public name is imported from its module (`EXPORTS`) when first read (PEP 562), so
+`import sim`, or importing one of its modules, loads only what is used: a single engine's
+run never loads the fleets, replay or the kernel cost model.
 """
 
-from sim.cost.base import CostModel, StepCost, ZeroCostModel
-from sim.cost.batch_shape import BatchShape
-from sim.cost.registry import COST_MODELS
-from sim.fleet.disagg_layout import Disaggregated
-from sim.fleet.fleet_layout import Fleet
-from sim.run.build import Simulation, build_simulation
-from sim.run.deployment import Deployment
-from sim.run.driver import drive_workload
-from sim.run.replay import ReplayResult, replay
-from sim.run.sim_model_runner import SimModelRunner
-from sim.run.simulate import Single, simulate
-from sim.run.token_source import ReplayTokenSource, SyntheticTokenSource, TokenSource
+from __future__ import annotations
 
-__all__ = [
-    "COST_MODELS",
-    "BatchShape",
-    "CostModel",
-    "Deployment",
-    "Disaggregated",
-    "Fleet",
-    "ReplayResult",
-    "ReplayTokenSource",
-    "SimModelRunner",
-    "Simulation",
-    "Single",
-    "StepCost",
-    "SyntheticTokenSource",
-    "TokenSource",
-    "ZeroCostModel",
-    "build_simulation",
-    "drive_workload",
-    "replay",
-    "simulate",
-]
+import importlib
+from types import MappingProxyType
+from typing import Any
+
+EXPORTS = MappingProxyType({   # public name -> the module that defines it
+    "COST_MODELS": "sim.cost.registry",
+    "BatchShape": "sim.cost.batch_shape",
+    "CostModel": "sim.cost.base",
+    "Deployment": "sim.run.deployment",
+    "Disaggregated": "sim.fleet.disagg_layout",
+    "Fleet": "sim.fleet.fleet_layout",
+    "ReplayResult": "sim.run.replay",
+    "ReplayTokenSource": "sim.run.token_source",
+    "SimModelRunner": "sim.run.sim_model_runner",
+    "Simulation": "sim.run.build",
+    "Single": "sim.run.simulate",
+    "StepCost": "sim.cost.base",
+    "SyntheticTokenSource": "sim.run.token_source",
+    "TokenSource": "sim.run.token_source",
+    "ZeroCostModel": "sim.cost.base",
+    "build_simulation": "sim.run.build",
+    "drive_workload": "sim.run.driver",
+    "replay": "sim.run.replay",
+    "simulate": "sim.run.simulate",
+})
+
+__all__ = sorted(EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """The public `name`, imported from its module (`EXPORTS`)."""
+    if name not in EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(EXPORTS[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *EXPORTS})

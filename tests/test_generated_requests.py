@@ -13,12 +13,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.loop.scheduler import Scheduler
+from shared.request.invalid_request import InvalidRequestError
 from shared.request.sampling_params import SamplingParams
+from shared.trace.run_log import Keep
 from shared.workload.generated_requests import GeneratedRequests
 from shared.workload.length_dist import LogNormal, Uniform
 from shared.workload.sharegpt import ShareGPTLike
 from shared.workload.synthetic import Synthetic
 from shared.workload.workload import FollowUp, Workload, WorkloadRequest
+from sim.run.build import build_simulation
+from sim.run.driver import check_workload
 from tests.eager_workloads import eager_requests
 from tests.strategies import burstinesses, length_dists, rates, vocab_sizes
 
@@ -127,3 +133,54 @@ def test_generated_arrivals_out_of_order_are_refused():
     reqs = Synthetic(3, 4, 2).build(vocab_size=10).requests
     with pytest.raises(ValueError, match="in order"):
         GeneratedRequests(np.array([0.0, 2.0, 1.0]), reqs.output_lens, reqs.prompts, None)
+
+
+def _refusal(sched: Scheduler, requests) -> tuple | None:
+    """The first refusal of checking each request at arrival, as check_workload words it."""
+    for r in requests:
+        try:
+            sched.check_request(r.to_req())
+        except InvalidRequestError as e:
+            return e.field, e.value, f"request {r.rid!r}: {e.reason}"
+    return None
+
+
+checked_templates = st.one_of(st.none(), st.builds(
+    SamplingParams, return_logprob=st.booleans(), logprob_start_len=st.integers(-1, 12)))
+
+
+@settings(max_examples=200)
+@given(st.integers(1, 30), length_dists(max_len=30), length_dists(max_len=12), checked_templates,
+       st.integers(1, 300), st.integers(1, 300), st.integers(4, 80),
+       st.integers(0, 2**32))
+def test_a_generated_workload_is_refused_as_checking_each_request_refuses_it(
+        n, prompt, output, template, vocab, model_vocab, kv_tokens, seed):
+    """Checking the stand-ins first (then each request only when one is refused) names the
+    same first refused request, with the same reason, as checking every request: prompts
+    too long for the context or the KV pool, tokens outside a smaller vocabulary, a
+    logprob_start_len beyond the prompt."""
+    w = Synthetic(n, prompt, output, template).build(vocab_size=vocab, seed=seed)
+    sched = Scheduler(EngineConfig(max_total_tokens=kv_tokens), ModelInfo(model_vocab, (0,), 32))
+    expected = _refusal(sched, w)
+    if expected is None:
+        check_workload(sched, w)
+    else:
+        with pytest.raises(InvalidRequestError) as info:
+            check_workload(sched, w)
+        assert (info.value.field, info.value.value, info.value.reason) == expected
+
+
+def test_a_servable_generated_workload_is_checked_without_making_its_requests(monkeypatch):
+    made = []
+    real = GeneratedRequests._make
+    monkeypatch.setattr(GeneratedRequests, "_make", lambda self, a, b: made.append(a) or real(self, a, b))
+    w = ShareGPTLike(5000).build(vocab_size=128256, seed=0, rate=20.0)
+    stand_ins = w.requests.stand_ins()
+    assert 0 < len(stand_ins) <= 2 * len(w.requests.params)
+    check_workload(build_simulation(keep=Keep(trace=False)).scheduler, w)
+    assert made == []
+
+
+def test_requests_of_one_output_length_share_one_sampling_params():
+    reqs = Synthetic(3000, 8, Uniform(1, 5)).build(vocab_size=10).requests
+    assert len({id(r.sampling_params) for r in reqs}) == len(reqs.params) == 5

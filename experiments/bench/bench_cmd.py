@@ -15,7 +15,6 @@ request_goodput (requests meeting every limit / duration).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 from pathlib import Path
@@ -46,6 +45,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
     from experiments.bench.serve_bench import run_requests, summarize
 
     limits = parse_goodput(args.goodput)

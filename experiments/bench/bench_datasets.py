@@ -24,14 +24,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
-from experiments.bench.serve_bench import Sent
 from experiments.cli.arg_types import fraction, positive_int
 from shared.workload.length_dist import Uniform
 from shared.workload.shared_prefix import SharedPrefix
 from shared.workload.sharegpt import ShareGPTLike
 from shared.workload.synthetic import Synthetic
 from shared.workload.workload import Workload
+
+if TYPE_CHECKING:
+    from experiments.bench.serve_bench import Sent
 
 DATASETS = ("random", "sharegpt-like", "shared-prefix")
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -64,6 +67,8 @@ def random_requests(args: argparse.Namespace) -> list[Sent]:
 
 def workload_requests(workload: Workload) -> list[Sent]:
     """Each request of `workload` as text (`word` per token), its max_tokens and arrival."""
+    from experiments.bench.serve_bench import Sent  # NOTE: asyncio, loaded when requests are made
+
     ordered = sorted(workload, key=lambda w: w.arrival_time)
     return [Sent("".join(word(t) for t in w.input_ids), w.sampling_params.max_new_tokens,
                  float(w.arrival_time)) for w in ordered]

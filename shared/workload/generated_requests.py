@@ -8,7 +8,12 @@ eager tuple. Arrivals are non-decreasing and rids are `r0 .. r{n-1}`, so the seq
 `SortedRequests` (`Workload` takes it as it is). Indexing, slicing (a tuple) and iteration
 make requests a chunk of `chunk` at a time; indexing keeps the last chunk made, so reading
 in order (`reqs[i]`, `reqs[a:b]`: the simulator's arrival cursor) makes each chunk once, and
-iteration makes its own chunks. Memory: four [n] / [n + 1] numbers per request and a chunk.
+iteration makes its own chunks. Memory: four [n] / [n + 1] numbers per request, a chunk
+and one `SamplingParams` per distinct output length (shared by its requests: immutable).
+
+`stand_ins()` lets a check of every request (the scheduler's, before a run) read a few
+made-up requests instead of all n: for each output length, its shortest and longest prompt
+made of the largest token id the stream can draw (module doc of `stand_ins`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class GeneratedRequests(SortedRequests):
         self.arrivals = np.asarray(arrivals, dtype=np.float64)       # [n] s
         self.output_lens = np.asarray(output_lens, dtype=np.int64)   # [n]
         self.prompts, self.template, self.chunk = prompts, template, chunk
+        self.params = {m: request_params(template, m)    # output length -> its requests' params
+                       for m in np.unique(self.output_lens).tolist()}
         self._cached: tuple[int, tuple[WorkloadRequest, ...]] = (-1, ())   # chunk k, its requests
 
     def __len__(self) -> int:
@@ -83,6 +90,30 @@ class GeneratedRequests(SortedRequests):
         return (rid[:1] == "r" and digits.isascii() and digits.isdigit() and str(int(digits)) == digits
                 and int(digits) < len(self))
 
+    def stand_ins(self) -> tuple[WorkloadRequest, ...] | None:
+        """For each output length, its requests of the shortest and of the longest prompt,
+        every prompt token replaced by `vocab_size - 1`, the largest id the stream draws
+        (rids and arrivals kept); None when a prompt is empty (check each request).
+
+        NOTE: every request's tokens lie in [0, vocab_size) by construction, so a check that
+        refuses a request only by its parameters, by its largest token id and by its prompt
+        length lying outside an interval that depends on the parameters (the scheduler's
+        `check_request`, `shared.request.validation`: at least the parameters'
+        logprob_start_len, below the context and KV limits less max_new_tokens) refuses a
+        stand-in whenever it refuses any request: requests of one output length share their
+        parameters, and their prompt lengths lie between the two stand-ins'."""
+        lens = np.diff(self.prompts.token_starts)                   # [n] prompt lengths
+        if not len(lens) or lens.min() < 1:
+            return None
+        order = np.lexsort((lens, self.output_lens))   # [n] by output length, then prompt length
+        outs = self.output_lens[order]
+        first = np.flatnonzero(np.concatenate([[True], outs[1:] != outs[:-1]]))   # group starts
+        ends = np.concatenate([first[1:], [len(order)]]) - 1                     # group ends
+        top = self.prompts.vocab_size - 1
+        return tuple(WorkloadRequest(f"r{i}", float(self.arrivals[i]), np.full(int(lens[i]), top),
+                                     self.params[int(self.output_lens[i])])
+                     for i in np.unique(order[np.concatenate([first, ends])]).tolist())
+
     def _item(self, i: int) -> WorkloadRequest:
         k = i // self.chunk
         if self._cached[0] != k:
@@ -95,7 +126,7 @@ class GeneratedRequests(SortedRequests):
         ids = self.prompts.tokens(a, b)                           # [sum of their lengths] int64
         cuts = (self.prompts.token_starts[a:b + 1] - self.prompts.token_starts[a]).tolist()
         arrivals, outs = self.arrivals[a:b].tolist(), self.output_lens[a:b].tolist()
-        params = {m: request_params(self.template, m) for m in set(outs)}   # NOTE: immutable
+        params = self.params
         return tuple(WorkloadRequest(f"r{a + j}", arrivals[j], ids[cuts[j]:cuts[j + 1]],
                                      params[outs[j]])
                      for j in range(b - a))

@@ -117,6 +117,12 @@ class SortedRequests(Sequence[WorkloadRequest], ABC):
     @abstractmethod
     def has_rid(self, rid: str) -> bool: ...
 
+    def stand_ins(self) -> tuple[WorkloadRequest, ...] | None:
+        """A few requests that a request check refuses one of whenever it refuses any of
+        these requests, or None (the default: check each one). The kind of check they stand
+        in for is the maker's contract (`GeneratedRequests.stand_ins`)."""
+        return None
+
 
 @dataclass(frozen=True)
 class Workload:
