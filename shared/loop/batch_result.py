@@ -13,6 +13,7 @@ and a request finishing here also frees the slots the next step allocated for it
 
 from __future__ import annotations
 
+import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -25,6 +26,9 @@ from shared.memory.kv_memory import KVMemory
 from shared.request.finish_reason import FinishReason
 from shared.request.req import Req
 from shared.trace.trace import RequestRecord
+
+_FINISHED_REASON = operator.attrgetter("finished_reason")
+_IS_RETRACTED = operator.attrgetter("is_retracted")
 
 
 class LaunchedStep(NamedTuple):
@@ -117,9 +121,14 @@ class BatchResultProcessor:
     def _discarded(self, batch: ScheduleBatch) -> np.ndarray | None:
         """[B] bool: rows of requests that finished or were retracted after this step was
         scheduled (overlap only), or None when there are none."""
-        gone = np.fromiter((r.finished_reason is not None or r.is_retracted for r in batch.reqs),
-                           bool, len(batch))
-        return gone if gone.any() else None
+        # NOTE: FinishReason objects are truthy: `truth(reason)` is "finished" (C-level maps,
+        # no Python frame per row)
+        reqs = batch.reqs
+        if not any(map(_FINISHED_REASON, reqs)) and not any(map(_IS_RETRACTED, reqs)):
+            return None
+        gone = np.fromiter(map(operator.truth, map(_FINISHED_REASON, reqs)), bool, len(reqs))
+        gone |= np.fromiter(map(_IS_RETRACTED, reqs), bool, len(reqs))
+        return gone
 
     def _process_decode(self, batch: ScheduleBatch, ids: np.ndarray, now: float,
                         gone: np.ndarray | None, inflight: ScheduleBatch | None,
