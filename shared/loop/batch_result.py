@@ -13,6 +13,7 @@ and a request finishing here also frees the slots the next step allocated for it
 
 from __future__ import annotations
 
+import itertools
 import operator
 from typing import NamedTuple
 
@@ -138,9 +139,7 @@ class BatchResultProcessor:
             list(map(list.append, outputs, ids.tolist()))
             return self._finish_decoded(batch, ids, now, aborts_pending, inflight=inflight), ids
         recorded = np.where(gone, -1, ids)
-        for out, tok, g in zip(outputs, ids.tolist(), gone.tolist(), strict=True):
-            if not g:
-                out.append(tok)
+        _append_kept(outputs, ids.tolist(), gone)
         return self._finish_decoded(batch, ids, now, aborts_pending, gone=gone,
                                     inflight=inflight), recorded
 
@@ -171,10 +170,7 @@ class BatchResultProcessor:
             else:
                 self.mem.tree_cache.cache_unfinished_req(req)
         if n < len(batch):
-            for out, tok, g in zip(batch.per_request_info().output_ids[n:], ids[n:].tolist(),
-                                   skip[n:].tolist(), strict=True):
-                if not g:
-                    out.append(tok)
+            _append_kept(batch.per_request_info().output_ids[n:], ids[n:].tolist(), skip[n:])
             done += self._finish_decoded(batch, ids, now, aborts_pending, start=n, gone=gone,
                                          inflight=inflight)
         recorded[skip] = -1
@@ -268,11 +264,18 @@ class BatchResultProcessor:
         self.record_finished(req, now)
 
 
+def _append_kept(outputs: tuple[list[int], ...], tokens: list[int], gone: np.ndarray) -> None:
+    """Append tokens[i] to outputs[i] for each row i not `gone` ([B] bool), at C speed."""
+    kept = (~gone).tolist()
+    list(map(list.append, itertools.compress(outputs, kept), itertools.compress(tokens, kept)))
+
+
 def _allocated_len(req: Req, inflight: ScheduleBatch | None) -> int:
     """The KV length the in-flight batch allocated for `req` (0 when it holds no row of it)."""
     if inflight is None:
         return 0
-    for i, r in enumerate(inflight.reqs):
-        if r is req:
-            return int(inflight.seq_lens[i])
-    return 0
+    try:  # NOTE: Req compares by identity (eq=False), so list.index finds this very request
+        i = inflight.reqs.index(req)
+    except ValueError:
+        return 0
+    return int(inflight.seq_lens[i])
