@@ -13,6 +13,8 @@ and a request finishing here also frees the slots the next step allocated for it
 
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -25,6 +27,9 @@ from shared.memory.kv_memory import KVMemory
 from shared.request.finish_reason import FinishReason
 from shared.request.req import Req
 from shared.trace.trace import RequestRecord
+
+_FINISHED_REASON = operator.attrgetter("finished_reason")
+_IS_RETRACTED = operator.attrgetter("is_retracted")
 
 
 class LaunchedStep(NamedTuple):
@@ -117,9 +122,14 @@ class BatchResultProcessor:
     def _discarded(self, batch: ScheduleBatch) -> np.ndarray | None:
         """[B] bool: rows of requests that finished or were retracted after this step was
         scheduled (overlap only), or None when there are none."""
-        gone = np.fromiter((r.finished_reason is not None or r.is_retracted for r in batch.reqs),
-                           bool, len(batch))
-        return gone if gone.any() else None
+        # NOTE: FinishReason objects are truthy: `truth(reason)` is "finished" (C-level maps,
+        # no Python frame per row)
+        reqs = batch.reqs
+        if not any(map(_FINISHED_REASON, reqs)) and not any(map(_IS_RETRACTED, reqs)):
+            return None
+        gone = np.fromiter(map(operator.truth, map(_FINISHED_REASON, reqs)), bool, len(reqs))
+        gone |= np.fromiter(map(_IS_RETRACTED, reqs), bool, len(reqs))
+        return gone
 
     def _process_decode(self, batch: ScheduleBatch, ids: np.ndarray, now: float,
                         gone: np.ndarray | None, inflight: ScheduleBatch | None,
@@ -129,9 +139,7 @@ class BatchResultProcessor:
             list(map(list.append, outputs, ids.tolist()))
             return self._finish_decoded(batch, ids, now, aborts_pending, inflight=inflight), ids
         recorded = np.where(gone, -1, ids)
-        for out, tok, g in zip(outputs, ids.tolist(), gone.tolist(), strict=True):
-            if not g:
-                out.append(tok)
+        _append_kept(outputs, ids.tolist(), gone)
         return self._finish_decoded(batch, ids, now, aborts_pending, gone=gone,
                                     inflight=inflight), recorded
 
@@ -162,10 +170,7 @@ class BatchResultProcessor:
             else:
                 self.mem.tree_cache.cache_unfinished_req(req)
         if n < len(batch):
-            for out, tok, g in zip(batch.per_request_info().output_ids[n:], ids[n:].tolist(),
-                                   skip[n:].tolist(), strict=True):
-                if not g:
-                    out.append(tok)
+            _append_kept(batch.per_request_info().output_ids[n:], ids[n:].tolist(), skip[n:])
             done += self._finish_decoded(batch, ids, now, aborts_pending, start=n, gone=gone,
                                          inflight=inflight)
         recorded[skip] = -1
@@ -259,11 +264,18 @@ class BatchResultProcessor:
         self.record_finished(req, now)
 
 
+def _append_kept(outputs: tuple[list[int], ...], tokens: list[int], gone: np.ndarray) -> None:
+    """Append tokens[i] to outputs[i] for each row i not `gone` ([B] bool), at C speed."""
+    kept = (~gone).tolist()
+    list(map(list.append, itertools.compress(outputs, kept), itertools.compress(tokens, kept)))
+
+
 def _allocated_len(req: Req, inflight: ScheduleBatch | None) -> int:
     """The KV length the in-flight batch allocated for `req` (0 when it holds no row of it)."""
     if inflight is None:
         return 0
-    for i, r in enumerate(inflight.reqs):
-        if r is req:
-            return int(inflight.seq_lens[i])
-    return 0
+    try:  # NOTE: Req compares by identity (eq=False), so list.index finds this very request
+        i = inflight.reqs.index(req)
+    except ValueError:
+        return 0
+    return int(inflight.seq_lens[i])

@@ -113,14 +113,16 @@ class RadixCache:
             # NOTE: the locked prefix [0, protected) is the path to last_node: no need to match it
             already = self._insert_after(req.last_node, protected, req.token_ids(protected, aligned),
                                          kv[protected:aligned].copy())
-            self.allocator.free(kv[protected:already])
+            if already > protected:
+                self.allocator.free(kv[protected:already])
         elif is_insert:
             tokens = req.all_token_ids()[:aligned]
             already = self.insert(tokens, kv[:aligned])
             self.allocator.free(kv[req.cache_protected_len : already])
         else:
             self.allocator.free(kv[req.cache_protected_len : aligned])
-        self.allocator.free(kv[aligned:])
+        if aligned < committed:  # NOTE: a partial last page (page_size > 1) only
+            self.allocator.free(kv[aligned:])
         self.dec_lock_ref(req.last_node)
 
     def cache_unfinished_req(self, req: Req) -> None:
@@ -134,7 +136,8 @@ class RadixCache:
         # NOTE: the key is the inserted one, so its match is the walk plus the new leaf; the
         # path keeps a single tick (LRU order is the same as with a second walk).
         ins = self._insert(req.fill_ids[:aligned], kv[:aligned])
-        self.allocator.free(kv[protected : ins.matched])
+        if ins.matched > protected:  # NOTE: slots the tree held already: this row's copies go
+            self.allocator.free(kv[protected : ins.matched])
         tree_slots, new_last = np.concatenate(ins.slots) if ins.slots else kv[:0], ins.node
         if len(tree_slots) != aligned:
             raise AssertionError(f"cache_unfinished_req: matched {len(tree_slots)} of {aligned}")

@@ -46,6 +46,8 @@ class TokenToKVPoolAllocator:
         self._is_free = np.ones(self.num_pages + 1, dtype=bool)
         self._is_free[0] = False
         self._stamp = np.zeros(self.num_pages + 1, dtype=np.int64)  # scratch for _listed_twice
+        self._order = np.arange(self.num_pages + 1, dtype=np.int64)  # read-only: 0, 1, 2, ...
+        self._order.flags.writeable = False
 
     def available_size(self) -> int:
         """Free tokens (whole free pages times page_size)."""
@@ -160,7 +162,7 @@ class TokenToKVPoolAllocator:
             raise AssertionError("free list and free mask disagree")
 
     def _listed_twice(self, pages: np.ndarray) -> bool:
-        order = np.arange(len(pages))
+        order = self._order[: len(pages)]  # NOTE: a view, no new array per free
         self._stamp[pages] = order   # a page listed twice keeps one index: another reads back wrong
         return bool((self._stamp[pages] != order).any())
 

@@ -106,18 +106,18 @@ class Req:
         """[P + O] int64 prompt then outputs."""
         if not self.output_ids:
             return self.origin_input_array
-        return np.concatenate((self.origin_input_array, np.array(self.output_ids, dtype=np.int64)))
+        return np.concatenate((self.origin_input_array, _int64_array(self.output_ids)))
 
     def token_ids(self, start: int, stop: int) -> np.ndarray:
         """[stop - start] int64 all_token_ids()[start:stop] (0 <= start <= stop <= P + O),
         converting only the outputs in range."""
         p = len(self.origin_input_array)
         if start >= p:
-            return np.array(self.output_ids[start - p : stop - p], dtype=np.int64)
+            return _int64_array(self.output_ids[start - p : stop - p])
         if stop <= p:
             return self.origin_input_array[start:stop]
         return np.concatenate((self.origin_input_array[start:],
-                               np.array(self.output_ids[: stop - p], dtype=np.int64)))
+                               _int64_array(self.output_ids[: stop - p])))
 
     @property
     def return_logprob(self) -> bool:
@@ -179,6 +179,12 @@ class Req:
             raise RuntimeError(f"request {self.rid!r}: KV cache released twice")
         self.kv_freed = True
         return self.kv_committed_len
+
+
+def _int64_array(ids: list[int]) -> np.ndarray:
+    """[n] int64 from a list of ints (sampled ids). NOTE: fromiter converts a list of
+    Python ints about twice as fast as np.array."""
+    return np.fromiter(ids, np.int64, len(ids))
 
 
 def _int64_prompt(ids: Any) -> np.ndarray | None:

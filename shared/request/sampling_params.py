@@ -72,9 +72,9 @@ class SamplingParams:
     ebnf: str | None = None
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            if getattr(self, f.name) is None and f.default is not None:
-                self._set(f.name, f.default)
+        for name, default in _NON_NONE_DEFAULTS:
+            if getattr(self, name) is None:
+                self._set(name, default)
         for name in BOOL_FIELDS:
             if isinstance(getattr(self, name), np.bool_):
                 self._set(name, bool(getattr(self, name)))
@@ -83,14 +83,19 @@ class SamplingParams:
             self._set("top_k", 1)
         if _is_int(self.top_k) and (self.top_k == -1 or self.top_k > TOP_K_ALL):
             self._set("top_k", TOP_K_ALL)
+        # NOTE: the three below default to None, which none of their normalisations changes
+        if self.stop is not None:
+            self._normalise_stop()
+        if self.stop_token_ids is not None and _is_collection(self.stop_token_ids):
+            self._set("stop_token_ids", _id_set(self.stop_token_ids))
+        if self.logit_bias is not None and isinstance(self.logit_bias, Mapping):
+            self._set("logit_bias", {_plain_int(k): v for k, v in self.logit_bias.items()})
+
+    def _normalise_stop(self) -> None:
         if isinstance(self.stop, str):
             self._set("stop", (self.stop,))
         elif _is_collection(self.stop):
             self._set("stop", tuple(self.stop) or None)
-        if _is_collection(self.stop_token_ids):
-            self._set("stop_token_ids", _id_set(self.stop_token_ids))
-        if isinstance(self.logit_bias, Mapping):
-            self._set("logit_bias", {_plain_int(k): v for k, v in self.logit_bias.items()})
 
     def _set(self, name: str, value: Any) -> None:
         # NOTE: normalisation at construction only; the object is immutable afterwards.
@@ -126,9 +131,15 @@ class SamplingParams:
         return cls(**d)
 
 
+# NOTE: the fields whose default is not None: a None given for one reads its default
+_NON_NONE_DEFAULTS = tuple((f.name, f.default) for f in dataclasses.fields(SamplingParams)
+                           if f.default is not None)
+
+
 def is_int_type(t: type) -> bool:
     """Python's or numpy's int type, never a bool."""
-    return issubclass(t, (int, np.integer)) and not issubclass(t, (bool, np.bool_))
+    # NOTE: `t is int` first: the common case, without the subclass checks
+    return t is int or (issubclass(t, (int, np.integer)) and not issubclass(t, (bool, np.bool_)))
 
 
 def _is_int(x: Any) -> bool:
@@ -137,7 +148,9 @@ def _is_int(x: Any) -> bool:
 
 def _is_real(x: Any) -> bool:
     """A real number (int or float, Python's or numpy's), never a bool or a string."""
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+    t = type(x)
+    return t is float or t is int or (isinstance(x, (int, float, np.integer, np.floating))
+                                       and not isinstance(x, (bool, np.bool_)))
 
 
 def _is_collection(x: Any) -> bool:
