@@ -85,6 +85,9 @@ class GeneratedRequests(SortedRequests):
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_cached": (-1, ())}
 
+    def arrival_times(self) -> np.ndarray:
+        return self.arrivals
+
     def has_rid(self, rid: str) -> bool:
         digits = rid[1:]
         return (rid[:1] == "r" and digits.isascii() and digits.isdigit() and str(int(digits)) == digits

@@ -123,6 +123,18 @@ class SortedRequests(Sequence[WorkloadRequest], ABC):
         in for is the maker's contract (`GeneratedRequests.stand_ins`)."""
         return None
 
+    def arrival_times(self) -> np.ndarray:
+        """[n] every request's arrival (s), in order; the default reads each request."""
+        return np.fromiter((r.arrival_time for r in self), np.float64, len(self))
+
+
+def arrival_times(requests: Sequence[WorkloadRequest]) -> np.ndarray:
+    """[n] the arrival (s) of each of `requests`, without making them where they are made on
+    access (`SortedRequests.arrival_times`)."""
+    if isinstance(requests, SortedRequests):
+        return requests.arrival_times()
+    return np.fromiter((r.arrival_time for r in requests), np.float64, len(requests))
+
 
 @dataclass(frozen=True)
 class Workload:

@@ -19,8 +19,11 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from shared.request.invalid_request import InvalidRequestError
 from shared.trace.run_result import COMPLETED_FINISH_TYPES
+from shared.workload.workload import arrival_times
 
 if TYPE_CHECKING:
     from shared.request.req import Req
@@ -40,16 +43,19 @@ class WorkloadArrivals:
 
     def __init__(self, requests: Sequence[WorkloadRequest], followups: Iterable[Any] = ()) -> None:
         self.requests, self.next = requests, 0
+        self.times = arrival_times(requests)      # [n] sorted: the cursor moves by search
+        self._next_time = float(self.times[0]) if len(self.times) else math.inf
         self.pending = {f.after: f for f in followups}   # rid answered -> its follow-up
         self._later: list[tuple[float, int, WorkloadRequest]] = []
         self._count = 0
         self.refused: dict[str, str] = {}   # follow-ups an engine would refuse: rid -> why
 
     def due(self, now: float) -> list[WorkloadRequest]:
-        reqs, i = self.requests, self.next
-        while i < len(reqs) and reqs[i].arrival_time <= now:
-            i += 1
-        due, self.next = list(reqs[self.next:i]), i
+        due = []
+        if self._next_time <= now:
+            i = int(np.searchsorted(self.times, now, side="right"))   # first arriving later
+            due, self.next = list(self.requests[self.next:i]), i
+            self._next_time = float(self.times[i]) if i < len(self.times) else math.inf
         if self._later and self._later[0][0] <= now:
             while self._later and self._later[0][0] <= now:
                 due.append(heapq.heappop(self._later)[2])
@@ -57,7 +63,7 @@ class WorkloadArrivals:
         return due
 
     def next_arrival(self) -> float:
-        t = self.requests[self.next].arrival_time if self.next < len(self.requests) else math.inf
+        t = self._next_time
         return min(t, self._later[0][0]) if self._later else t
 
     @property
