@@ -1,6 +1,7 @@
 """`RunLog`: what a lean run keeps, in memory that follows what was asked to be kept, not
 the length of the run. It takes what the scheduler writes into a `Trace` (the same calls:
-`add_request`, `append_step_values`, `append_steps_values`, `len`, `requests`), and keeps:
+`add_request`, `append_step_values`, `append_steps_values`, `append_decode_block`, `len`,
+`requests`), and keeps:
 
 - every request as a row of a `RequestTable` (times, lengths, finish reason; no token ids),
   its `RequestRecord` object held only while it runs;
@@ -8,7 +9,9 @@ the length of the run. It takes what the scheduler writes into a `Trace` (the sa
 - with `keep_steps`, one row per step of the run's `.steps` table (`StepTable`);
 - with `step_bounds` (a pricer), the step time each bound took (`bound_seconds`).
 
-Steps are held as the scheduler appends them and folded in chunks of `chunk_steps`: their
+Steps are held as the scheduler appends them (a decode run as one `DecodeBlock`, expanded
+into steps only for the step table or the bounds) and folded in chunks of at least
+`chunk_steps`: their
 token times go to the gaps, their rows to the step table, and the records of requests
 finished by then become table rows. Nothing else of a step or a finished request stays.
 `RunResult.from_log` reads it (after `finish`) as `RunResult.from_trace` reads a Trace, with
@@ -17,6 +20,7 @@ the same numbers (`shared.trace.token_gaps` says when the ITL percentiles are sk
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -25,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.trace.decode_block import DecodeBlock
 from shared.trace.request_table import RequestTable
 from shared.trace.step_record import StepValues
 from shared.trace.step_table import StepTable
@@ -33,8 +38,7 @@ from shared.trace.trace import RequestRecord, Trace
 
 CHUNK_STEPS = 2048
 COMPLETED_FINISH_TYPES = ("length", "stop")
-_TOKEN_FIELDS = operator.itemgetter(*(StepValues._fields.index(name) for name in (
-    "rids", "next_token_ids", "start_time", "duration")))
+_TOKEN_COLUMNS = operator.methodcaller("token_columns")
 
 StepPricer = Callable[[list[StepValues]], list[str]]   # each step's bound (sim.cost.step_bounds)
 
@@ -78,7 +82,8 @@ class RunLog:
         self.bound_seconds: dict[str, float] = {}   # step time per bound (with step_bounds)
         self.requests = LogRequests(self.table)
         self.chunk_steps = chunk_steps
-        self._pending: list[StepValues] = []
+        self._pending: list[StepValues | DecodeBlock] = []
+        self._pending_steps = 0   # steps in _pending (a block holds several)
         self._folded = 0
 
     def add_request(self, record: RequestRecord) -> None:
@@ -89,17 +94,22 @@ class RunLog:
             self.gaps.start_from(row, record.first_token_time)
 
     def append_step_values(self, values: StepValues) -> None:
-        self._pending.append(values)
-        if len(self._pending) >= self.chunk_steps:
-            self.fold()
+        self._hold([values], 1)
 
     def append_steps_values(self, steps: list[StepValues]) -> None:
-        self._pending.extend(steps)
-        if len(self._pending) >= self.chunk_steps:
+        self._hold(steps, len(steps))
+
+    def append_decode_block(self, block: DecodeBlock) -> None:
+        self._hold([block], block.num_steps)
+
+    def _hold(self, items: list[StepValues | DecodeBlock], steps: int) -> None:
+        self._pending += items
+        self._pending_steps += steps
+        if self._pending_steps >= self.chunk_steps:
             self.fold()
 
     def __len__(self) -> int:
-        return self._folded + len(self._pending)
+        return self._folded + self._pending_steps
 
     def finish(self) -> None:
         """Fold what is held (call once the run ended, before reading the log)."""
@@ -109,13 +119,18 @@ class RunLog:
         """Take the held steps into the gaps and the step table, and the finished requests'
         records into the request table."""
         chunk, self._pending = self._pending, []
-        self._folded += len(chunk)
+        self._folded += self._pending_steps
+        self._pending_steps = 0
         if chunk:
             self.gaps.add(*self._token_rows(chunk))
-            bounds = self._bounds(chunk)
-            if self.steps_table is not None:
-                self.steps_table.add(chunk, bounds)
+            if self.steps_table is not None or self.step_bounds is not None:
+                self._add_steps([step for item in chunk for step in item.steps()])
         self._retire_finished()
+
+    def _add_steps(self, steps: list[StepValues]) -> None:
+        bounds = self._bounds(steps)
+        if self.steps_table is not None:
+            self.steps_table.add(steps, bounds)
 
     def _bounds(self, chunk: list[StepValues]) -> list[str] | None:
         """Each step's bound (None without step_bounds), its time added to bound_seconds."""
@@ -146,18 +161,33 @@ class RunLog:
                                record.finish_reason.type in COMPLETED_FINISH_TYPES)
             del live[record.rid]
 
-    def _token_rows(self, chunk: list[StepValues]) -> tuple[np.ndarray, np.ndarray]:
+    def _token_rows(self, chunk: list[StepValues | DecodeBlock]) -> tuple[np.ndarray, np.ndarray]:
         """[N] each sampled row's request row (-1: discarded) and [N] its token time."""
-        rids, ids, start, dur = zip(*map(_TOKEN_FIELDS, chunk), strict=True)
-        row_of = self.table.row_of
-        # NOTE: decode steps of an unchanged batch share one rids tuple: rows once per tuple.
-        rows_of = {key: np.fromiter(map(row_of, r), np.int64, len(r))
-                   for key, r in {id(r): r for r in rids}.items()}
-        codes = np.concatenate([rows_of[id(r)] for r in rids])
+        rids, ids, start, dur = [], [], [], []   # per step, but ids: per item
+        for r, i, s, d in map(_TOKEN_COLUMNS, chunk):
+            rids += r
+            ids.append(i)
+            start += s
+            dur += d
+        codes, sizes = self._request_rows(rids)
         codes[np.concatenate(ids, dtype=np.int64, casting="unsafe") == -1] = -1
-        sizes = np.fromiter(map(len, rids), np.int64, len(rids))
         ends = np.array(start, dtype=float) + np.array(dur, dtype=float)
         return codes, np.repeat(ends, sizes)
+
+    def _request_rows(self, rids: list[tuple[str, ...]]) -> tuple[np.ndarray, np.ndarray]:
+        """[N] the request row of every rid of every step (rids: one tuple per step), and
+        [S] each step's number of rids."""
+        # NOTE: decode steps of an unchanged batch share one rids tuple: rows once per tuple.
+        distinct = dict(zip(map(id, rids), rids, strict=True))                 # id -> tuple
+        index_of = dict(zip(distinct, itertools.count()))
+        lens = np.fromiter(map(len, distinct.values()), np.int64, len(distinct))   # [U]
+        rows = np.fromiter(map(self.table.row_of, itertools.chain.from_iterable(distinct.values())),
+                           np.int64, int(lens.sum()))                            # [sum lens]
+        which = np.fromiter(map(index_of.__getitem__, map(id, rids)), np.int64, len(rids))  # [S]
+        sizes = lens[which]
+        first = (np.cumsum(lens) - lens)[which]          # [S] where a step's rows start in rows
+        ahead = np.cumsum(sizes) - sizes                 # [S] where they go in the result
+        return rows[np.repeat(first - ahead, sizes) + np.arange(int(sizes.sum()))], sizes
 
 
 class LogRequests(Mapping):

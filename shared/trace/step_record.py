@@ -40,6 +40,18 @@ class StepValues(NamedTuple):
     kv_used_tokens: int = 0
     overlap_rows: Any = ()
 
+    @property
+    def num_steps(self) -> int:
+        return 1
+
+    def steps(self) -> tuple[StepValues]:
+        """As `DecodeBlock.steps`: this step alone."""
+        return (self,)
+
+    def token_columns(self) -> tuple[tuple, Any, tuple[float], tuple[float]]:
+        """As `DecodeBlock.token_columns`: this step's rids, ids, start time and duration."""
+        return (self.rids,), self.next_token_ids, (self.start_time,), (self.duration,)
+
 
 class FieldDiff(NamedTuple):
     field: str
