@@ -20,7 +20,6 @@ the same numbers (`shared.trace.token_gaps` says when the ITL percentiles are sk
 
 from __future__ import annotations
 
-import itertools
 import operator
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -169,25 +168,15 @@ class RunLog:
             ids.append(i)
             start += s
             dur += d
-        codes, sizes = self._request_rows(rids)
+        row_of = self.table.row_of
+        # NOTE: decode steps of an unchanged batch share one rids tuple: rows once per tuple.
+        rows_of = {key: np.fromiter(map(row_of, r), np.int64, len(r))
+                   for key, r in {id(r): r for r in rids}.items()}
+        codes = np.concatenate([rows_of[id(r)] for r in rids])
         codes[np.concatenate(ids, dtype=np.int64, casting="unsafe") == -1] = -1
+        sizes = np.fromiter(map(len, rids), np.int64, len(rids))
         ends = np.array(start, dtype=float) + np.array(dur, dtype=float)
         return codes, np.repeat(ends, sizes)
-
-    def _request_rows(self, rids: list[tuple[str, ...]]) -> tuple[np.ndarray, np.ndarray]:
-        """[N] the request row of every rid of every step (rids: one tuple per step), and
-        [S] each step's number of rids."""
-        # NOTE: decode steps of an unchanged batch share one rids tuple: rows once per tuple.
-        distinct = dict(zip(map(id, rids), rids, strict=True))                 # id -> tuple
-        index_of = dict(zip(distinct, itertools.count()))
-        lens = np.fromiter(map(len, distinct.values()), np.int64, len(distinct))   # [U]
-        rows = np.fromiter(map(self.table.row_of, itertools.chain.from_iterable(distinct.values())),
-                           np.int64, int(lens.sum()))                            # [sum lens]
-        which = np.fromiter(map(index_of.__getitem__, map(id, rids)), np.int64, len(rids))  # [S]
-        sizes = lens[which]
-        first = (np.cumsum(lens) - lens)[which]          # [S] where a step's rows start in rows
-        ahead = np.cumsum(sizes) - sizes                 # [S] where they go in the result
-        return rows[np.repeat(first - ahead, sizes) + np.arange(int(sizes.sum()))], sizes
 
 
 class LogRequests(Mapping):
