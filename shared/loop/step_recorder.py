@@ -16,7 +16,7 @@ from shared.batch.logit_rows import LogitRows, recorded_decode_rows
 from shared.batch.schedule_batch import ScheduleBatch
 from shared.memory.kv_memory import KVMemory
 from shared.trace.decode_block import DecodeBlock
-from shared.trace.step_record import StepValues
+from shared.trace.step_record import StepValues, TokenStep
 from shared.trace.trace import Trace
 
 _EMPTY = np.zeros(0, np.int64)
@@ -52,7 +52,12 @@ class StepRecorder:
                padded_batch_size: int | None, next_token_ids: np.ndarray, times: StepTimes,
                discarded: np.ndarray | None) -> None:
         """Record the step `batch` ran: its logit `rows`, the ids kept (-1 for a discarded
-        row) and the rows `discarded` ([B] bool) under overlap (None: none)."""
+        row) and the rows `discarded` ([B] bool) under overlap (None: none); for a log
+        that keeps no steps, only what it reads (`TokenStep`)."""
+        if not self.trace.keeps_steps:
+            self.trace.append_token_step(TokenStep(batch.rids, next_token_ids, times.start,
+                                                   times.end - times.start))
+            return
         pos, extend = batch.positions(), batch.forward_mode.is_extend()
         used = self.mem.kv_used() if times.kv_used is None else times.kv_used
         self.trace.append_step_values(StepValues(

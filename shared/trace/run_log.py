@@ -10,7 +10,8 @@ the length of the run. It takes what the scheduler writes into a `Trace` (the sa
 - with `step_bounds` (a pricer), the step time each bound took (`bound_seconds`).
 
 Steps are held as the scheduler appends them (a decode run as one `DecodeBlock`, expanded
-into steps only for the step table or the bounds) and folded in chunks of at least
+into steps only for the step table or the bounds; without those, a single step as the
+`TokenStep` the gaps read) and folded in chunks of at least
 `chunk_steps`: their
 token times go to the gaps, their rows to the step table, and the records of requests
 finished by then become table rows. Nothing else of a step or a finished request stays.
@@ -30,7 +31,7 @@ import numpy as np
 from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.trace.decode_block import DecodeBlock
 from shared.trace.request_table import RequestTable
-from shared.trace.step_record import StepValues
+from shared.trace.step_record import StepValues, TokenStep
 from shared.trace.step_table import StepTable
 from shared.trace.token_gaps import EXACT_LIMIT, TokenGaps
 from shared.trace.trace import RequestRecord, Trace
@@ -81,7 +82,7 @@ class RunLog:
         self.bound_seconds: dict[str, float] = {}   # step time per bound (with step_bounds)
         self.requests = LogRequests(self.table)
         self.chunk_steps = chunk_steps
-        self._pending: list[StepValues | DecodeBlock] = []
+        self._pending: list[StepValues | DecodeBlock | TokenStep] = []
         self._pending_steps = 0   # steps in _pending (a block holds several)
         self._folded = 0
 
@@ -101,7 +102,17 @@ class RunLog:
     def append_decode_block(self, block: DecodeBlock) -> None:
         self._hold([block], block.num_steps)
 
-    def _hold(self, items: list[StepValues | DecodeBlock], steps: int) -> None:
+    def append_token_step(self, step: TokenStep) -> None:
+        """A step as a log that keeps no steps reads it (only while not keeps_steps)."""
+        self._hold([step], 1)
+
+    @property
+    def keeps_steps(self) -> bool:
+        """Whether the log reads whole steps (a step table or bounds); else the recorder may
+        hand it TokenSteps."""
+        return self.steps_table is not None or self.step_bounds is not None
+
+    def _hold(self, items: list[StepValues | DecodeBlock | TokenStep], steps: int) -> None:
         self._pending += items
         self._pending_steps += steps
         if self._pending_steps >= self.chunk_steps:
@@ -122,7 +133,7 @@ class RunLog:
         self._pending_steps = 0
         if chunk:
             self.gaps.add(*self._token_rows(chunk))
-            if self.steps_table is not None or self.step_bounds is not None:
+            if self.keeps_steps:
                 self._add_steps([step for item in chunk for step in item.steps()])
         self._retire_finished()
 
@@ -160,7 +171,8 @@ class RunLog:
                                record.finish_reason.type in COMPLETED_FINISH_TYPES)
             del live[record.rid]
 
-    def _token_rows(self, chunk: list[StepValues | DecodeBlock]) -> tuple[np.ndarray, np.ndarray]:
+    def _token_rows(self, chunk: list[StepValues | DecodeBlock | TokenStep]
+                    ) -> tuple[np.ndarray, np.ndarray]:
         """[N] each sampled row's request row (-1: discarded) and [N] its token time."""
         rids, ids, start, dur = [], [], [], []   # per step, but ids: per item
         for r, i, s, d in map(_TOKEN_COLUMNS, chunk):

@@ -99,6 +99,7 @@ class Trace:
     requests: dict[str, RequestRecord] = field(default_factory=dict)
     _steps: list[StepRecord] = field(default_factory=list, repr=False)
     _pending: list[tuple] = field(default_factory=list, repr=False)  # values in STEP_FIELDS order
+    keeps_steps = True   # every step is kept whole (`StepRecorder`)
 
     @property
     def steps(self) -> list[StepRecord]:
