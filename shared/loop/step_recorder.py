@@ -1,8 +1,8 @@
 """`StepRecorder`: the one by-name path from a processed forward to the trace's step records.
 
 Both a single step (`BatchResultProcessor`) and a decode run's steps (`shared.loop.decode_run`)
-are recorded here, as `StepValues` (StepRecord's fields by name), numbered in order from the
-trace's length. The recorder owns no scheduler state: what a record needs that the batch
+are recorded here, as `StepValues` (StepRecord's fields by name), a run's steps as one
+`DecodeBlock`, numbered in order from the trace's length. The recorder owns no scheduler state: what a record needs that the batch
 does not hold (times, the queue length, the KV in use) comes in as arguments.
 """
 
@@ -15,7 +15,8 @@ import numpy as np
 from shared.batch.logit_rows import LogitRows, recorded_decode_rows
 from shared.batch.schedule_batch import ScheduleBatch
 from shared.memory.kv_memory import KVMemory
-from shared.trace.step_record import StepValues
+from shared.trace.decode_block import DecodeBlock
+from shared.trace.step_record import StepValues, TokenStep
 from shared.trace.trace import Trace
 
 _EMPTY = np.zeros(0, np.int64)
@@ -51,7 +52,12 @@ class StepRecorder:
                padded_batch_size: int | None, next_token_ids: np.ndarray, times: StepTimes,
                discarded: np.ndarray | None) -> None:
         """Record the step `batch` ran: its logit `rows`, the ids kept (-1 for a discarded
-        row) and the rows `discarded` ([B] bool) under overlap (None: none)."""
+        row) and the rows `discarded` ([B] bool) under overlap (None: none); for a log
+        that keeps no steps, only what it reads (`TokenStep`)."""
+        if not self.trace.keeps_steps:
+            self.trace.append_token_step(TokenStep(batch.rids, next_token_ids, times.start,
+                                                   times.end - times.start))
+            return
         pos, extend = batch.positions(), batch.forward_mode.is_extend()
         used = self.mem.kv_used() if times.kv_used is None else times.kv_used
         self.trace.append_step_values(StepValues(
@@ -72,16 +78,10 @@ class StepRecorder:
                             starts: list[float], graph: bool, padded_batch_size: int,
                             queue_len: int) -> None:
         """Record k = len(steps.tokens) decode steps of `batch`, step j from starts[j] to
-        starts[j + 1] with kv_used[j] tokens in use."""
+        starts[j + 1] with kv_used[j] tokens in use, as one `DecodeBlock`."""
         rows, _, empty = recorded_decode_rows(len(batch))
-        rids, pool_rows, first = batch.rids, batch.req_pool_indices, len(self.trace)
-        seq_lens = steps.positions + 1                                   # [k, B]
-        self.trace.append_steps_values([StepValues(
-            step=first + j, forward_mode="DECODE", rids=rids, input_ids=steps.inputs[j],
-            positions=steps.positions[j], out_cache_loc=steps.slots[j], req_pool_indices=pool_rows,
-            seq_lens=seq_lens[j], extend_prefix_lens=empty, extend_seq_lens=empty,
-            extend_start_loc=empty, extend_logprob_start_lens=empty, pruned_rows=rows,
-            sample_indices=rows, next_token_ids=steps.tokens[j], graph=graph,
-            padded_batch_size=padded_batch_size, start_time=starts[j],
-            duration=starts[j + 1] - starts[j], queue_len=queue_len,
-            kv_used_tokens=kv_used[j]) for j in range(len(steps.tokens))])
+        k = len(steps.tokens)
+        self.trace.append_decode_block(DecodeBlock(
+            len(self.trace), batch.rids, steps.inputs, steps.positions, steps.slots, steps.tokens,
+            batch.req_pool_indices, rows, empty, starts[:k + 1], kv_used[:k], graph,
+            padded_batch_size, queue_len))

@@ -1,6 +1,7 @@
 """`RunLog`: what a lean run keeps, in memory that follows what was asked to be kept, not
 the length of the run. It takes what the scheduler writes into a `Trace` (the same calls:
-`add_request`, `append_step_values`, `append_steps_values`, `len`, `requests`), and keeps:
+`add_request`, `append_step_values`, `append_steps_values`, `append_decode_block`, `len`,
+`requests`), and keeps:
 
 - every request as a row of a `RequestTable` (times, lengths, finish reason; no token ids),
   its `RequestRecord` object held only while it runs;
@@ -9,7 +10,10 @@ the length of the run. It takes what the scheduler writes into a `Trace` (the sa
 - with `step_bounds` (a pricer), the step time each bound took (`bound_seconds`);
 - with `trace_file`, nothing more: the trace goes to that file as the run goes (`TraceWriter`).
 
-Steps are held as the scheduler appends them and folded in chunks of `chunk_steps`: their
+Steps are held as the scheduler appends them (a decode run as one `DecodeBlock`, expanded
+into steps only for the step table or the bounds; without those, a single step as the
+`TokenStep` the gaps read) and folded in chunks of at least
+`chunk_steps`: their
 token times go to the gaps, their rows to the step table, and the records of requests
 finished by then become table rows. Nothing else of a step or a finished request stays.
 `RunResult.from_log` reads it (after `finish`) as `RunResult.from_trace` reads a Trace, with
@@ -27,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from shared.config.engine_config import EngineConfig, ModelInfo
+from shared.trace.decode_block import DecodeBlock
 from shared.trace.request_table import RequestTable
-from shared.trace.step_record import StepValues
+from shared.trace.step_record import StepValues, TokenStep
 from shared.trace.step_table import StepTable
 from shared.trace.token_gaps import EXACT_LIMIT, TokenGaps
 from shared.trace.trace import RequestRecord, Trace
@@ -36,8 +41,7 @@ from shared.trace.trace_writer import TraceWriter
 
 CHUNK_STEPS = 2048
 COMPLETED_FINISH_TYPES = ("length", "stop")
-_TOKEN_FIELDS = operator.itemgetter(*(StepValues._fields.index(name) for name in (
-    "rids", "next_token_ids", "start_time", "duration")))
+_TOKEN_COLUMNS = operator.methodcaller("token_columns")
 
 StepPricer = Callable[[list[StepValues]], list[str]]   # each step's bound (sim.cost.step_bounds)
 
@@ -85,7 +89,8 @@ class RunLog:
         self.bound_seconds: dict[str, float] = {}   # step time per bound (with step_bounds)
         self.requests = LogRequests(self.table)
         self.chunk_steps = chunk_steps
-        self._pending: list[StepValues] = []
+        self._pending: list[StepValues | DecodeBlock | TokenStep] = []
+        self._pending_steps = 0   # steps in _pending (a block holds several)
         self._folded = 0
         self.writer = None if trace_file is None else TraceWriter(
             trace_file, engine_config, model_info, self.model_config, self.executor)
@@ -98,17 +103,33 @@ class RunLog:
             self.gaps.start_from(row, record.first_token_time)
 
     def append_step_values(self, values: StepValues) -> None:
-        self._pending.append(values)
-        if len(self._pending) >= self.chunk_steps:
-            self.fold()
+        self._hold([values], 1)
 
     def append_steps_values(self, steps: list[StepValues]) -> None:
-        self._pending.extend(steps)
-        if len(self._pending) >= self.chunk_steps:
+        self._hold(steps, len(steps))
+
+    def append_decode_block(self, block: DecodeBlock) -> None:
+        self._hold([block], block.num_steps)
+
+    def append_token_step(self, step: TokenStep) -> None:
+        """A step as a log that keeps no steps reads it (only while not keeps_steps)."""
+        self._hold([step], 1)
+
+    @property
+    def keeps_steps(self) -> bool:
+        """Whether the log reads whole steps (a step table, bounds or a trace file); else the
+        recorder may hand it TokenSteps."""
+        return (self.steps_table is not None or self.step_bounds is not None
+                or self.writer is not None)
+
+    def _hold(self, items: list[StepValues | DecodeBlock | TokenStep], steps: int) -> None:
+        self._pending += items
+        self._pending_steps += steps
+        if self._pending_steps >= self.chunk_steps:
             self.fold()
 
     def __len__(self) -> int:
-        return self._folded + len(self._pending)
+        return self._folded + self._pending_steps
 
     def finish(self) -> None:
         """Fold what is held and write the trace file, if any (once the run ended, before
@@ -124,15 +145,20 @@ class RunLog:
         """Take the held steps into the gaps and the step table, and the finished requests'
         records into the request table."""
         chunk, self._pending = self._pending, []
-        self._folded += len(chunk)
+        self._folded += self._pending_steps
+        self._pending_steps = 0
         if chunk:
             self.gaps.add(*self._token_rows(chunk))
-            bounds = self._bounds(chunk)
-            if self.writer is not None:
-                self.writer.steps(chunk)
-            if self.steps_table is not None:
-                self.steps_table.add(chunk, bounds)
+            if self.keeps_steps:
+                self._add_steps([step for item in chunk for step in item.steps()])
         self._retire_finished()
+
+    def _add_steps(self, steps: list[StepValues]) -> None:
+        bounds = self._bounds(steps)
+        if self.writer is not None:
+            self.writer.steps(steps)
+        if self.steps_table is not None:
+            self.steps_table.add(steps, bounds)
 
     def _bounds(self, chunk: list[StepValues]) -> list[str] | None:
         """Each step's bound (None without step_bounds), its time added to bound_seconds."""
@@ -165,9 +191,15 @@ class RunLog:
                 self.writer.request(row, record)
             del live[record.rid]
 
-    def _token_rows(self, chunk: list[StepValues]) -> tuple[np.ndarray, np.ndarray]:
+    def _token_rows(self, chunk: list[StepValues | DecodeBlock | TokenStep]
+                    ) -> tuple[np.ndarray, np.ndarray]:
         """[N] each sampled row's request row (-1: discarded) and [N] its token time."""
-        rids, ids, start, dur = zip(*map(_TOKEN_FIELDS, chunk), strict=True)
+        rids, ids, start, dur = [], [], [], []   # per step, but ids: per item
+        for r, i, s, d in map(_TOKEN_COLUMNS, chunk):
+            rids += r
+            ids.append(i)
+            start += s
+            dur += d
         row_of = self.table.row_of
         # NOTE: decode steps of an unchanged batch share one rids tuple: rows once per tuple.
         rows_of = {key: np.fromiter(map(row_of, r), np.int64, len(r))

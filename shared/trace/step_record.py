@@ -40,6 +40,36 @@ class StepValues(NamedTuple):
     kv_used_tokens: int = 0
     overlap_rows: Any = ()
 
+    @property
+    def num_steps(self) -> int:
+        return 1
+
+    def steps(self) -> tuple[StepValues]:
+        """As `DecodeBlock.steps`: this step alone."""
+        return (self,)
+
+    def token_columns(self) -> tuple[tuple, Any, tuple[float], tuple[float]]:
+        """As `DecodeBlock.token_columns`: this step's rids, ids, start time and duration."""
+        return (self.rids,), self.next_token_ids, (self.start_time,), (self.duration,)
+
+
+class TokenStep(NamedTuple):
+    """What a log that keeps no steps (`RunLog.keeps_steps` False) reads of a step: its rids,
+    the ids kept (-1: discarded), its start time and duration, as StepValues holds them."""
+
+    rids: tuple[str, ...]
+    next_token_ids: Any
+    start_time: float
+    duration: float
+
+    @property
+    def num_steps(self) -> int:
+        return 1
+
+    def token_columns(self) -> tuple[tuple, Any, tuple[float], tuple[float]]:
+        """As `StepValues.token_columns`."""
+        return (self.rids,), self.next_token_ids, (self.start_time,), (self.duration,)
+
 
 class FieldDiff(NamedTuple):
     field: str

@@ -27,6 +27,7 @@ import numpy as np
 from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.request.finish_reason import FinishReason
 from shared.request.sampling_params import SamplingParams
+from shared.trace.decode_block import DecodeBlock
 from shared.trace.step_record import StepRecord, StepValues
 
 STEP_FIELDS = tuple(f.name for f in dataclasses.fields(StepRecord))
@@ -98,6 +99,7 @@ class Trace:
     requests: dict[str, RequestRecord] = field(default_factory=dict)
     _steps: list[StepRecord] = field(default_factory=list, repr=False)
     _pending: list[tuple] = field(default_factory=list, repr=False)  # values in STEP_FIELDS order
+    keeps_steps = True   # every step is kept whole (`StepRecorder`)
 
     @property
     def steps(self) -> list[StepRecord]:
@@ -140,6 +142,10 @@ class Trace:
     def append_steps_values(self, steps: list[StepValues]) -> None:
         """Record steps (`StepValues`), in order."""
         self._pending.extend(steps)
+
+    def append_decode_block(self, block: DecodeBlock) -> None:
+        """Record a decode run's steps (`DecodeBlock`), in order."""
+        self._pending.extend(block.steps())
 
     def __iter__(self) -> Iterator[StepRecord]:
         return iter(self.steps)
