@@ -11,11 +11,14 @@ engine admits the workload.
   replica if it waits. Routing is also done on demand: a replica reaching a scheduling
   point at an arrival's instant routes it first, so which event SimPy takes first at that
   instant changes nothing. The replicas run step by step (N > 1): a decode run applied at
-  its start would show the router a replica some steps ahead of the instant.
+  its start would show the router a replica some steps ahead of the instant. A replica's
+  load is computed once per change of its scheduler (`sim.fleet.replica_loop`): a replica
+  waiting on its step shows the router the load it showed last, without work.
 - A router that reads no load (round_robin, random) decides from the arrival order alone,
   the same at any time, so every request is routed before the run; the replicas then never
   interact and each runs alone, with decode runs, in an environment of its own.
 
+The workload is checked before the run once per distinct replica (`check_fleet_workload`).
 One replica behind any router is today's single engine: the same trace, bit for bit
 (tests/test_sim_fleet.py).
 """
@@ -29,29 +32,20 @@ import simpy
 from tqdm import tqdm
 
 from sim.fleet.fleet_arrivals import FleetArrivals, checked_route
-from sim.fleet.replica_loop import make_loop
+from sim.fleet.replica_loop import Replica, make_loop
 from sim.run.arrival_source import WorkloadArrivals
 from sim.run.driver import (
     PROGRESS_DELAY_S,
-    FinishedHook,
     check_all_finished,
     check_workload,
     cyclic_gc_paused,
 )
 
 if TYPE_CHECKING:
-    from shared.loop.model_runner import ModelRunner
-    from shared.loop.scheduler import Scheduler
     from shared.loop.scheduler_load import SchedulerLoad
     from shared.trace.trace import Trace
     from shared.workload.workload import Workload
     from sim.routers.base import Router
-
-
-class Replica(NamedTuple):
-    scheduler: Scheduler
-    runner: ModelRunner
-    finished_hook: FinishedHook | None = None
 
 
 class FleetRun(NamedTuple):

@@ -10,9 +10,9 @@ since their last reading (`SchedulerLoad`, by `Scheduler.load`, unchanged in val
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from sim.run.driver import EngineLoop, supports_decode_runs
+from sim.run.driver import EngineLoop, FinishedHook, supports_decode_runs
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -20,8 +20,17 @@ if TYPE_CHECKING:
     import simpy
     from tqdm import tqdm
 
+    from shared.loop.model_runner import ModelRunner
+    from shared.loop.scheduler import Scheduler
     from shared.loop.scheduler_load import SchedulerLoad
-    from sim.fleet.driver import Replica
+
+
+class Replica(NamedTuple):
+    """One engine of a fleet: its scheduler, runner and finished hook (`sim.fleet.driver`)."""
+
+    scheduler: Scheduler
+    runner: ModelRunner
+    finished_hook: FinishedHook | None = None
 
 
 class ReplicaLoop(EngineLoop):
