@@ -249,18 +249,33 @@ class _CheckingLoads:
         return self.inner.route(request, fleet)
 
 
-@pytest.mark.parametrize("config", list(CONFIGS))
+def _replies_at_once() -> Workload:
+    """Conversations whose next turn arrives the instant the reply ends: without overlap, the
+    replica that finished it reaches its scheduling point then and routes the turn itself,
+    midway through its own turn (`Inbox.due`)."""
+    return Sessions(16, 4, user_len=64, output_len=16, think_time=0.0).build(vocab_size=49152,
+                                                                             rate=400.0, seed=1)
+
+
+LOAD_CASES = {**{f"sharegpt, {c}": (lambda: _workload(rate=80.0), "llama-3-8b", CONFIGS[c])
+                 for c in CONFIGS},
+              "replies routed by the replica": (_replies_at_once, SMALL_MODEL,
+                                                CONFIGS["no overlap"])}
+
+
+@pytest.mark.parametrize("case", list(LOAD_CASES))
 @pytest.mark.parametrize("router", ["least_load", "cache_aware", "power_of_two"])
-def test_the_load_a_router_reads_is_the_replicas_scheduler_load_at_that_instant(config, router):
-    """Three replicas at a rate that keeps them busy: whenever the router decides (at the
-    arrival, or on demand at a replica's scheduling point), every replica's load is what its
-    scheduler reports at that instant, and the run is the one the plain router gives."""
-    w = _workload(rate=80.0)
+def test_the_load_a_router_reads_is_the_replicas_scheduler_load_at_that_instant(case, router):
+    """Three busy replicas: whenever the router decides (at the arrival, or on demand at a
+    replica's scheduling point), every replica's load is what its scheduler reports at that
+    instant, and the run is the one the plain router gives."""
+    make, model, engine = LOAD_CASES[case]
+    w = make()
     checking = _CheckingLoads(make_router(router, 3, seed=1))
-    run = drive_fleet([_replica(**CONFIGS[config]) for _ in range(3)], w, checking)
-    plain = drive_fleet([_replica(**CONFIGS[config]) for _ in range(3)], w,
+    run = drive_fleet([_replica(model, **engine) for _ in range(3)], w, checking)
+    plain = drive_fleet([_replica(model, **engine) for _ in range(3)], w,
                         make_router(router, 3, seed=1))
-    assert checking.checked == 3 * len(w)
+    assert checking.checked == 3 * len(run.replica_of)
     assert run.replica_of == plain.replica_of
     assert [_trace_dicts(t) for t in run.traces] == [_trace_dicts(t) for t in plain.traces]
 

@@ -53,12 +53,11 @@ class ReplicaLoop(EngineLoop):
 
     def admit_until(self, t: float) -> bool:
         """NOTE: a replica's own admission may route (`Inbox.due`), reading every replica,
-        this one included, midway through its turn: its load is read afresh, here and after
-        what it admits."""
+        this one included, midway through its turn (after its last result, before what it
+        admits): its load is read afresh. Its turn reads nothing else until it next admits
+        or yields."""
         self._load = None
-        came = super().admit_until(t)
-        self._load = None
-        return came
+        return super().admit_until(t)
 
 
 def make_loop(env: simpy.Environment, r: Replica, source, bar: tqdm | None, decode_runs: bool
