@@ -230,3 +230,64 @@ def test_cache_aware_matches_least_load_without_shared_prefixes():
         ll, ca = (statistics.median(s[metric] for s in runs[r]) for r in runs)
         assert ca == pytest.approx(ll, rel=tolerance), metric
     assert all(s["prefix_hit_rate"] < 0.01 for r in runs for s in runs[r])
+
+
+class _CheckingLoads:
+    """A router that, at every decision, compares each replica's load as the fleet shows it
+    (kept between its scheduler's changes: `sim.fleet.replica_loop`) with the load its
+    scheduler reports now, then routes as `inner`."""
+
+    reads_load = True
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.checked = inner, inner.name, 0
+
+    def route(self, request, fleet):
+        for i in range(fleet.num_replicas):
+            assert fleet.loops[i].load() == fleet.schedulers[i].load(), (request.rid, i)
+            self.checked += 1
+        return self.inner.route(request, fleet)
+
+
+def _replies_at_once() -> Workload:
+    """Conversations whose next turn arrives the instant the reply ends: without overlap, the
+    replica that finished it reaches its scheduling point then and routes the turn itself,
+    midway through its own turn (`Inbox.due`)."""
+    return Sessions(16, 4, user_len=64, output_len=16, think_time=0.0).build(vocab_size=49152,
+                                                                             rate=400.0, seed=1)
+
+
+LOAD_CASES = {**{f"sharegpt, {c}": (lambda: _workload(rate=80.0), "llama-3-8b", CONFIGS[c])
+                 for c in CONFIGS},
+              "replies routed by the replica": (_replies_at_once, SMALL_MODEL,
+                                                CONFIGS["no overlap"])}
+
+
+@pytest.mark.parametrize("case", list(LOAD_CASES))
+@pytest.mark.parametrize("router", ["least_load", "cache_aware", "power_of_two"])
+def test_the_load_a_router_reads_is_the_replicas_scheduler_load_at_that_instant(case, router):
+    """Three busy replicas: whenever the router decides (at the arrival, or on demand at a
+    replica's scheduling point), every replica's load is what its scheduler reports at that
+    instant, and the run is the one the plain router gives."""
+    make, model, engine = LOAD_CASES[case]
+    w = make()
+    checking = _CheckingLoads(make_router(router, 3, seed=1))
+    run = drive_fleet([_replica(model, **engine) for _ in range(3)], w, checking)
+    plain = drive_fleet([_replica(model, **engine) for _ in range(3)], w,
+                        make_router(router, 3, seed=1))
+    assert checking.checked == 3 * len(run.replica_of)
+    assert run.replica_of == plain.replica_of
+    assert [_trace_dicts(t) for t in run.traces] == [_trace_dicts(t) for t in plain.traces]
+
+
+def test_a_request_one_replica_of_a_mixed_fleet_cannot_serve_is_refused_before_the_run():
+    """The workload is checked once per distinct replica: a replica with a shorter context
+    behind two equal ones still refuses the long prompt, naming it."""
+    from shared.request.invalid_request import InvalidRequestError
+
+    params = SamplingParams(max_new_tokens=8)
+    w = Workload((WorkloadRequest("short", 0.0, (1, 2, 3), params),
+                  WorkloadRequest("long", 0.01, tuple(range(1, 301)), params)))
+    fleet = [_replica(SMALL_MODEL), _replica(SMALL_MODEL), _replica(SMALL_MODEL, context_length=256)]
+    with pytest.raises(InvalidRequestError, match="request 'long'"):
+        drive_fleet(fleet, w, make_router("round_robin", 3))

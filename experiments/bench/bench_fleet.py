@@ -6,11 +6,26 @@ requests at N x 20 req/s, so each replica sees the single engine's traffic), int
 `repeats` times. Reports each one's simulated seconds per wall second, the fleet's per
 replica (N x simulated / wall, replica-seconds per wall second), and the fleet's
 per-replica ratio over the single engine's (issue 22's bar: at least 0.8).
+
+Run as a script, it reports issue 43's measure instead: CPU seconds per request served by
+`sim.simulate` as a user calls it (this checkout's simulator, or `--tree`'s: a before and
+after), the single engine (lean) against `Fleet(n, router)` for 1, 4 and 16 replicas at n
+times the rate (each replica sees the single engine's traffic), and each fleet's ratio to
+the single engine (bar: at most 2 at 16 replicas). Every run is a fresh process, the single
+engine and the fleets interleaved, best of `--repeats`.
+
+    python -m experiments.bench.bench_fleet [--num-requests 500] [--replicas 1 4 16]
+        [--routers round_robin cache_aware least_load] [--repeats 3] [--tree PATH]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from experiments.bench.cpu_info import cpu_model
 from shared.workload.sharegpt import ShareGPTLike
@@ -60,3 +75,70 @@ def bench_fleet(c, replicas: int, run_single) -> dict:
     print(f"  per-replica ratio fleet / one engine: {ratio:.3f} (bar 0.8)")
     return {"replicas": replicas, "single": single, "fleet": fleet, "ratio": ratio,
             "single_runs": singles, "fleet_runs": fleets, "machine": cpu_model()}
+
+
+ROOT = Path(__file__).resolve().parents[2]
+_CHILD = """
+import json, sys, time
+import sim
+from shared.workload.sharegpt import ShareGPTLike
+from sim.fleet.fleet_layout import Fleet
+num_requests, rate, replicas, router = json.loads(sys.argv[1])
+n = replicas * num_requests
+workload = ShareGPTLike(n).build(vocab_size=128256, seed=0, rate=replicas * rate)
+layout = {} if router is None else {"layout": Fleet(replicas, router)}
+t0 = time.process_time()
+sim.simulate(workload, model="llama-3-8b", hardware="h100", **layout)
+print((time.process_time() - t0) / n)
+"""
+
+
+def cpu_per_request(num_requests: int, rate: float, replicas: int, router: str | None,
+                    tree: Path = ROOT) -> float:
+    """CPU seconds per request of one `sim.simulate` run (router None: the single engine) of
+    `replicas` x num_requests ShareGPT-like requests at replicas x rate, in a fresh process
+    running the simulator of the checkout `tree` (another one: a before/after)."""
+    args = json.dumps([num_requests, rate, replicas, router])
+    out = subprocess.run([sys.executable, "-c", _CHILD, args], cwd=tree, check=True,
+                         capture_output=True, text=True).stdout
+    return float(out)
+
+
+def cpu_ratios(num_requests: int, rate: float, replicas: list[int], routers: list[str],
+               repeats: int, tree: Path = ROOT) -> dict:
+    """Best-of-`repeats` CPU per request of the single engine and of every (replicas, router)
+    fleet, each run in a fresh process, and each fleet's ratio to the single engine."""
+    runs = {"single": []} | {f"{r}x {name}": [] for name in routers for r in replicas}
+    for _ in range(repeats):   # NOTE: interleaved, so a slow phase of the host hits all alike
+        runs["single"].append(cpu_per_request(num_requests, rate, 1, None, tree))
+        for name in routers:
+            for r in replicas:
+                runs[f"{r}x {name}"].append(cpu_per_request(num_requests, rate, r, name,
+                                                            tree))
+    best = {k: min(v) for k, v in runs.items()}
+    return {"best_ms": {k: v * 1e3 for k, v in best.items()},
+            "ratio": {k: v / best["single"] for k, v in best.items() if k != "single"}}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description="CPU per request: fleets against one engine")
+    p.add_argument("--num-requests", type=int, default=500, help="per replica")
+    p.add_argument("--rate", type=float, default=20.0, help="per replica, requests/s")
+    p.add_argument("--replicas", type=int, nargs="+", default=[1, 4, 16])
+    p.add_argument("--routers", nargs="+", default=["round_robin", "cache_aware", "least_load"])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--tree", type=Path, default=ROOT,
+                   help="the checkout whose simulator runs (default: this one)")
+    a = p.parse_args(argv)
+    report = cpu_ratios(a.num_requests, a.rate, a.replicas, a.routers, a.repeats, a.tree)
+    print(f"{a.num_requests} ShareGPT-like requests @ {a.rate}/s per replica, llama-3-8b on "
+          f"h100, roofline ({cpu_model()}), CPU per request served, best of {a.repeats}, "
+          f"{a.tree}")
+    print(f"  {'single engine':24s} {report['best_ms']['single']:6.3f} ms")
+    for key, ratio in report["ratio"].items():
+        print(f"  {key:24s} {report['best_ms'][key]:6.3f} ms  ratio {ratio:5.2f} (bar 2)")
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -38,8 +38,10 @@ from tqdm import tqdm
 from shared.loop.batch_result import check_finished
 from shared.request.req import Req
 from shared.workload.workload import WorkloadRequest
-from sim.fleet.driver import FleetArrivals, Inbox, Replica, make_loop
-from sim.run.driver import PROGRESS_DELAY_S, check_workload, cyclic_gc_paused
+from sim.fleet.driver import Replica, check_fleet_workload
+from sim.fleet.fleet_arrivals import FleetArrivals, Inbox
+from sim.fleet.replica_loop import make_loop
+from sim.run.driver import PROGRESS_DELAY_S, cyclic_gc_paused
 
 if TYPE_CHECKING:
     from shared.config.engine_config import ModelInfo
@@ -75,8 +77,7 @@ def drive_disaggregated(prefill: Sequence[Replica], decode: Sequence[Replica],
     if workload.followups:
         raise ValueError("follow-up turns (`Sessions`) are not run under "
                          "disaggregation yet: run them co-located (Single or Fleet layouts)")
-    for r in (*prefill, *decode):
-        check_workload(r.scheduler, workload)
+    check_fleet_workload((*prefill, *decode), workload)
     env = simpy.Environment()
     with cyclic_gc_paused(), tqdm(total=len(workload), desc="simulate", unit="req",
                                   delay=PROGRESS_DELAY_S, disable=not progress) as bar:
@@ -200,7 +201,7 @@ class Handoffs:
         self.loops, self.inboxes = [], []
 
     def load(self, replica: int) -> SchedulerLoad:
-        load, pending = self.schedulers[replica].load(), self.inboxes[replica].pending
+        load, pending = self.loops[replica].load(), self.inboxes[replica].pending
         return load._replace(queued_requests=load.queued_requests + len(pending),
                              queued_tokens=load.queued_tokens
                              + sum(len(r.input_ids) for r in pending))

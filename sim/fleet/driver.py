@@ -11,50 +11,41 @@ engine admits the workload.
   replica if it waits. Routing is also done on demand: a replica reaching a scheduling
   point at an arrival's instant routes it first, so which event SimPy takes first at that
   instant changes nothing. The replicas run step by step (N > 1): a decode run applied at
-  its start would show the router a replica some steps ahead of the instant.
+  its start would show the router a replica some steps ahead of the instant. A replica's
+  load is computed once per change of its scheduler (`sim.fleet.replica_loop`): a replica
+  waiting on its step shows the router the load it showed last, without work.
 - A router that reads no load (round_robin, random) decides from the arrival order alone,
   the same at any time, so every request is routed before the run; the replicas then never
   interact and each runs alone, with decode runs, in an environment of its own.
 
+The workload is checked before the run once per distinct replica (`check_fleet_workload`).
 One replica behind any router is today's single engine: the same trace, bit for bit
 (tests/test_sim_fleet.py).
 """
 
 from __future__ import annotations
 
-import math
-from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import simpy
 from tqdm import tqdm
 
+from sim.fleet.fleet_arrivals import FleetArrivals, checked_route
+from sim.fleet.replica_loop import Replica, make_loop
 from sim.run.arrival_source import WorkloadArrivals
 from sim.run.driver import (
     PROGRESS_DELAY_S,
-    EngineLoop,
-    FinishedHook,
     check_all_finished,
     check_workload,
     cyclic_gc_paused,
-    supports_decode_runs,
-    wait_until,
 )
 
 if TYPE_CHECKING:
-    from shared.loop.model_runner import ModelRunner
-    from shared.loop.scheduler import Scheduler
     from shared.loop.scheduler_load import SchedulerLoad
     from shared.trace.trace import Trace
-    from shared.workload.workload import Workload, WorkloadRequest
+    from shared.workload.workload import Workload
     from sim.routers.base import Router
-
-
-class Replica(NamedTuple):
-    scheduler: Scheduler
-    runner: ModelRunner
-    finished_hook: FinishedHook | None = None
 
 
 class FleetRun(NamedTuple):
@@ -72,8 +63,7 @@ def drive_fleet(replicas: Sequence[Replica], workload: Workload, router: Router,
         raise ValueError("the workload has no requests")
     if not replicas:
         raise ValueError("a fleet needs at least one replica")
-    for r in replicas:
-        check_workload(r.scheduler, workload)
+    check_fleet_workload(replicas, workload)
     with cyclic_gc_paused(), tqdm(total=len(workload), desc="simulate", unit="req",
                                   delay=PROGRESS_DELAY_S, disable=not progress) as bar:
         if router.reads_load or workload.followups:
@@ -110,7 +100,7 @@ def _routed_up_front(replicas: Sequence[Replica], workload: Workload, router: Ro
     runs in an environment of its own, one after the other, reading its share of the
     workload as a lone engine reads the whole (decode runs cut at its own arrivals)."""
     view = _StaticFleet(len(replicas))
-    replica_of = {r.rid: _checked(router, r, router.route(r, view), len(replicas))
+    replica_of = {r.rid: checked_route(router, r, router.route(r, view), len(replicas))
                   for r in workload.requests}
     for i, r in enumerate(replicas):
         env = simpy.Environment()
@@ -123,11 +113,16 @@ def _routed_up_front(replicas: Sequence[Replica], workload: Workload, router: Ro
     return replica_of
 
 
-def make_loop(env: simpy.Environment, r: Replica, source, bar: tqdm, decode_runs: bool
-          ) -> EngineLoop:
-    loop = EngineLoop(env, r.scheduler, r.runner, source, None, r.finished_hook, bar)
-    loop.decode_runs = decode_runs and supports_decode_runs(r.runner, None, r.finished_hook)
-    return loop
+def check_fleet_workload(replicas: Sequence[Replica], workload: Workload) -> None:
+    """`check_workload` for every replica, in order. NOTE: a scheduler's `check_request`
+    reads only its config and model info, so a replica equal in both to one checked
+    already refuses nothing more: the workload is read once per distinct replica."""
+    checked: list[tuple] = []
+    for r in replicas:
+        key = (r.scheduler.config, r.scheduler.model_info)
+        if key not in checked:
+            check_workload(r.scheduler, workload)
+            checked.append(key)
 
 
 class _StaticFleet:
@@ -138,112 +133,3 @@ class _StaticFleet:
 
     def load(self, replica: int) -> SchedulerLoad:
         raise RuntimeError("this router declared reads_load = False but read a load")
-
-
-def _checked(router: Router, request: WorkloadRequest, i: object, n: int) -> int:
-    if not (isinstance(i, int) and 0 <= i < n):
-        raise RuntimeError(f"router {router.name!r} sent request {request.rid!r} to "
-                           f"replica {i!r}; the fleet has {n}")
-    return i
-
-
-class Inbox:
-    """One replica's `sim.run.arrival_source.ArrivalSource`: the requests routed to it by its
-    fleet (anything with `route_until(now)` and `next_arrival()`)."""
-
-    def __init__(self, fleet) -> None:
-        self.fleet = fleet
-        self.pending: deque[WorkloadRequest] = deque()
-
-    def due(self, now: float) -> list[WorkloadRequest]:
-        """The routed requests that arrived by `now` (those routed since stay for later)."""
-        self.fleet.route_until(now)
-        due = []
-        while self.pending and self.pending[0].arrival_time <= now:
-            due.append(self.pending.popleft())
-        return due
-
-    def next_arrival(self) -> float:
-        return self.pending[0].arrival_time if self.pending else self.fleet.next_arrival()
-
-
-class FleetArrivals:
-    """The workload's cursor, the router and the replicas' inboxes; the `FleetView` the
-    router sees (`num_replicas`, `load(i)`)."""
-
-    def __init__(self, env: simpy.Environment, requests: Sequence[WorkloadRequest],
-                 router: Router, schedulers: Sequence[Scheduler], followups=()) -> None:
-        self.env, self.router = env, router
-        self.queue = WorkloadArrivals(requests, followups)
-        self.schedulers = schedulers
-        self.inboxes = [Inbox(self) for _ in schedulers]
-        self.loops: list[EngineLoop] = []
-        self.replica_of: dict[str, int] = {}
-
-    @property
-    def num_replicas(self) -> int:
-        return len(self.schedulers)
-
-    def close(self) -> None:
-        """Drop the loops and inboxes once the run is over. NOTE: an inbox calls back into
-        its fleet and the fleet holds the loops that read the inboxes: cycles that would
-        keep the replicas (their KV pools) alive after the run, as a run pauses the cyclic
-        collector and hands what it made to the oldest generation (`cyclic_gc_paused`)."""
-        self.loops, self.inboxes = [], []
-
-    def load(self, replica: int) -> SchedulerLoad:
-        """The replica's scheduler load, its inbox (routed, not yet admitted) counted as
-        queued: what it reports plus what the router sent it since."""
-        load, pending = self.schedulers[replica].load(), self.inboxes[replica].pending
-        if not pending:
-            return load
-        return load._replace(queued_requests=load.queued_requests + len(pending),
-                             queued_tokens=load.queued_tokens
-                             + sum(len(r.input_ids) for r in pending))
-
-    def next_arrival(self) -> float:
-        """The next arrival; now while follow-ups wait for replies still being generated
-        (their time is not known yet), math.inf once nothing more will come."""
-        t = self.queue.next_arrival()
-        if t == math.inf and self.queue.waiting_on_replies:
-            return self.env.now
-        return t
-
-    def route_until(self, now: float) -> None:
-        """Route every request that arrived by `now`, in order, waking its replica; once
-        nothing more will come, wake every replica (those left idle can finish)."""
-        due = self.queue.due(now)
-        for r in due:
-            self._route(r)
-        if due and self.next_arrival() == math.inf:
-            for loop in self.loops:
-                loop.wake()
-
-    def replies_from(self, scheduler: Scheduler):
-        """The finished-requests hook of one replica: release their follow-ups, each routed
-        at its arrival."""
-        def hook(done: list) -> None:
-            for r in self.queue.finished(done, scheduler.trace.requests, scheduler.check_request):
-                self.env.process(self._arrive(r.arrival_time))
-            if self.next_arrival() == math.inf:
-                for loop in self.loops:
-                    loop.wake()
-        return hook
-
-    def _arrive(self, t: float):
-        yield from wait_until(self.env, t)
-        self.route_until(self.env.now)
-
-    def _route(self, request: WorkloadRequest) -> None:
-        i = _checked(self.router, request, self.router.route(request, self), self.num_replicas)
-        self.replica_of[request.rid] = i
-        self.inboxes[i].pending.append(request)
-        self.loops[i].wake()
-
-    def arrivals(self):
-        """Route each of the workload's requests at its arrival time (follow-ups get a
-        process of their own when released: `replies_from`)."""
-        env = self.env
-        for r in self.queue.requests:
-            yield from wait_until(env, r.arrival_time)
-            self.route_until(env.now)
