@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from shared.trace.log_result import result_from_log
 from shared.trace.run_log import Keep
+from shared.trace.run_result import bound_shares
 from shared.trace.token_gaps import SKETCH_ACCURACY, GapSketch, exact_stats
 from sim.model.embedded_configs import config_dict
 from sim.run.build import build_simulation, model_info
@@ -77,6 +78,9 @@ def test_a_lean_run_keeps_no_steps_unless_asked_and_prices_their_bounds_when_kep
     assert set(kept.steps["bound"]) - {""}, "kept steps have their bounds priced"
     _same_summary(full.summary, lean.summary)
     assert lean.run_info.engine_config == full.trace.engine_config
+    shares, want = bound_shares(lean), bound_shares(full)
+    assert list(shares) == list(want) and want
+    assert all(math.isclose(shares[k], want[k], rel_tol=1e-9) for k in want)
 
 
 def test_past_the_exact_limit_itl_percentiles_are_within_the_sketch_accuracy():

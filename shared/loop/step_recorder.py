@@ -54,11 +54,14 @@ class StepRecorder:
         """Record the step `batch` ran: its logit `rows`, the ids kept (-1 for a discarded
         row) and the rows `discarded` ([B] bool) under overlap (None: none); for a log
         that keeps no steps, only what it reads (`TokenStep`)."""
+        extend = batch.forward_mode.is_extend()
         if not self.trace.keeps_steps:
-            self.trace.append_token_step(TokenStep(batch.rids, next_token_ids, times.start,
-                                                   times.end - times.start))
+            self.trace.append_token_step(TokenStep(
+                batch.rids, next_token_ids, times.start, times.end - times.start,
+                batch.forward_mode.name, batch.seq_lens, batch.prefix_lens if extend else _EMPTY,
+                rows.pruned_rows, padded_batch_size or len(batch), batch.input_ids))
             return
-        pos, extend = batch.positions(), batch.forward_mode.is_extend()
+        pos = batch.positions()
         used = self.mem.kv_used() if times.kv_used is None else times.kv_used
         self.trace.append_step_values(StepValues(
             step=len(self.trace), forward_mode=batch.forward_mode.name, rids=batch.rids,

@@ -55,6 +55,13 @@ class DecodeBlock(NamedTuple):
             duration=starts[j + 1] - starts[j], queue_len=self.queue_len,
             kv_used_tokens=self.kv_used[j]) for j in range(len(self.tokens))]
 
+    def shape_columns(self) -> tuple[list[list], list[float]]:
+        """Per step its SHAPE_FIELDS (one list each, as `steps()` holds them) and duration."""
+        k, starts = len(self.tokens), self.starts
+        return ([["DECODE"] * k, list(self.positions + 1), [self.empty] * k, [self.rows] * k,
+                 [self.padded_batch_size] * k, list(self.inputs)],
+                [starts[j + 1] - starts[j] for j in range(k)])
+
     def token_columns(self) -> tuple[tuple, np.ndarray, list[float], list[float]]:
         """Per step its rids and start time and duration (as `steps()` holds them), and the
         [k * B] ids sampled, step after step."""

@@ -33,7 +33,7 @@ import numpy as np
 from shared.config.engine_config import EngineConfig, ModelInfo
 from shared.trace.decode_block import DecodeBlock
 from shared.trace.request_table import RequestTable
-from shared.trace.step_record import StepValues, TokenStep
+from shared.trace.step_record import SHAPE_FIELDS, StepValues, TokenStep
 from shared.trace.step_table import StepTable
 from shared.trace.token_gaps import EXACT_LIMIT, TokenGaps
 from shared.trace.trace import RequestRecord, Trace
@@ -43,7 +43,8 @@ CHUNK_STEPS = 2048
 COMPLETED_FINISH_TYPES = ("length", "stop")
 _TOKEN_COLUMNS = operator.methodcaller("token_columns")
 
-StepPricer = Callable[[list[StepValues]], list[str]]   # each step's bound (sim.cost.step_bounds)
+# each step's bound from the steps' SHAPE_FIELDS columns (sim.cost.step_bounds.chunk_bounds)
+StepPricer = Callable[[list[list]], list[str]]
 
 
 @dataclass(frozen=True)
@@ -117,10 +118,9 @@ class RunLog:
 
     @property
     def keeps_steps(self) -> bool:
-        """Whether the log reads whole steps (a step table, bounds or a trace file); else the
-        recorder may hand it TokenSteps."""
-        return (self.steps_table is not None or self.step_bounds is not None
-                or self.writer is not None)
+        """Whether the log reads whole steps (a step table or a trace file); else the
+        recorder may hand it TokenSteps (they hold what bounds are priced from)."""
+        return self.steps_table is not None or self.writer is not None
 
     def _hold(self, items: list[StepValues | DecodeBlock | TokenStep], steps: int) -> None:
         self._pending += items
@@ -149,25 +149,33 @@ class RunLog:
         self._pending_steps = 0
         if chunk:
             self.gaps.add(*self._token_rows(chunk))
+            bounds = self._bounds(chunk)
             if self.keeps_steps:
-                self._add_steps([step for item in chunk for step in item.steps()])
+                self._add_steps([step for item in chunk for step in item.steps()], bounds)
         self._retire_finished()
 
-    def _add_steps(self, steps: list[StepValues]) -> None:
-        bounds = self._bounds(steps)
+    def _add_steps(self, steps: list[StepValues], bounds: list[str] | None) -> None:
         if self.writer is not None:
             self.writer.steps(steps)
         if self.steps_table is not None:
             self.steps_table.add(steps, bounds)
 
-    def _bounds(self, chunk: list[StepValues]) -> list[str] | None:
-        """Each step's bound (None without step_bounds), its time added to bound_seconds."""
+    def _bounds(self, chunk: list[StepValues | DecodeBlock | TokenStep]) -> list[str] | None:
+        """Each step's bound, step after step (None without step_bounds), its time added to
+        bound_seconds."""
         if self.step_bounds is None:
             return None
-        bounds = self.step_bounds(chunk)
-        for bound, step in zip(bounds, chunk, strict=True):
+        columns: list[list] = [[] for _ in SHAPE_FIELDS]
+        durations: list[float] = []
+        for item in chunk:
+            shape, times = item.shape_columns()
+            for column, part in zip(columns, shape, strict=True):
+                column += part
+            durations += times
+        bounds = self.step_bounds(columns)
+        for bound, duration in zip(bounds, durations, strict=True):
             if bound:
-                self.bound_seconds[bound] = self.bound_seconds.get(bound, 0.0) + step.duration
+                self.bound_seconds[bound] = self.bound_seconds.get(bound, 0.0) + duration
         return bounds
 
     def unfinished(self) -> list[str]:

@@ -13,6 +13,10 @@ INT_TUPLE_FIELDS = (
 )
 
 
+SHAPE_FIELDS = ("forward_mode", "seq_lens", "extend_prefix_lens", "pruned_rows",
+                "padded_batch_size", "input_ids")   # what pricing a recorded step reads
+
+
 class StepValues(NamedTuple):
     """A step as the scheduler records it (`Trace.append_step_values`): StepRecord's fields
     by name, in its order, arrays as numpy arrays (StepRecord holds tuples of ints)."""
@@ -48,6 +52,10 @@ class StepValues(NamedTuple):
         """As `DecodeBlock.steps`: this step alone."""
         return (self,)
 
+    def shape_columns(self) -> tuple[list[list], list[float]]:
+        """As `DecodeBlock.shape_columns`: this step's SHAPE_FIELDS and duration."""
+        return one_step_shape(self)
+
     def token_columns(self) -> tuple[tuple, Any, tuple[float], tuple[float]]:
         """As `DecodeBlock.token_columns`: this step's rids, ids, start time and duration."""
         return (self.rids,), self.next_token_ids, (self.start_time,), (self.duration,)
@@ -55,12 +63,19 @@ class StepValues(NamedTuple):
 
 class TokenStep(NamedTuple):
     """What a log that keeps no steps (`RunLog.keeps_steps` False) reads of a step: its rids,
-    the ids kept (-1: discarded), its start time and duration, as StepValues holds them."""
+    the ids kept (-1: discarded), its start time and duration, and what pricing it reads
+    (SHAPE_FIELDS), as StepValues holds them."""
 
     rids: tuple[str, ...]
     next_token_ids: Any
     start_time: float
     duration: float
+    forward_mode: str
+    seq_lens: Any
+    extend_prefix_lens: Any
+    pruned_rows: Any
+    padded_batch_size: int
+    input_ids: Any
 
     @property
     def num_steps(self) -> int:
@@ -69,6 +84,16 @@ class TokenStep(NamedTuple):
     def token_columns(self) -> tuple[tuple, Any, tuple[float], tuple[float]]:
         """As `StepValues.token_columns`."""
         return (self.rids,), self.next_token_ids, (self.start_time,), (self.duration,)
+
+    def shape_columns(self) -> tuple[list[list], list[float]]:
+        """As `StepValues.shape_columns`."""
+        return one_step_shape(self)
+
+
+def one_step_shape(step: StepValues | TokenStep) -> tuple[list[list], list[float]]:
+    """A recorded step's SHAPE_FIELDS, one list each, and its duration."""
+    return ([[step.forward_mode], [step.seq_lens], [step.extend_prefix_lens], [step.pruned_rows],
+             [step.padded_batch_size], [step.input_ids]], [step.duration])
 
 
 class FieldDiff(NamedTuple):

@@ -7,14 +7,14 @@ too (`CostModel.extend_step_bounds`), any other (idle) one by one as a BatchShap
 
 from __future__ import annotations
 
-import operator
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shared.batch.forward_mode import ForwardMode
-from shared.trace.step_record import StepValues
+from shared.trace.step_record import SHAPE_FIELDS
 from sim.cost.base import CostModel
 from sim.cost.batch_shape import BatchShape
 from sim.cost.extend_steps import ExtendSteps
@@ -22,8 +22,6 @@ from sim.cost.extend_steps import ExtendSteps
 if TYPE_CHECKING:
     from shared.trace.trace import Trace
 
-SHAPE_FIELDS = ("forward_mode", "seq_lens", "extend_prefix_lens", "pruned_rows",
-                "padded_batch_size", "input_ids")
 
 
 def step_bounds(model: CostModel, trace: Trace, overlap: bool = False) -> list[str]:
@@ -34,14 +32,10 @@ def step_bounds(model: CostModel, trace: Trace, overlap: bool = False) -> list[s
     return bounds_of_columns(model, trace.step_columns(*SHAPE_FIELDS), overlap)
 
 
-def chunk_bounds(model: CostModel, overlap: bool) -> Callable[[list[StepValues]], list[str]]:
-    """`step_bounds` of a chunk of recorded steps (`StepValues`), as a RunLog folds them in."""
-    get = operator.itemgetter(*(StepValues._fields.index(name) for name in SHAPE_FIELDS))
-
-    def bounds(chunk: list[StepValues]) -> list[str]:
-        return bounds_of_columns(model, [list(c) for c in zip(*map(get, chunk), strict=True)],
-                                 overlap)
-    return bounds
+def chunk_bounds(model: CostModel, overlap: bool) -> Callable[[list[list]], list[str]]:
+    """`step_bounds` of a chunk of recorded steps from their SHAPE_FIELDS columns, as a
+    RunLog folds them in (`shared.trace.run_log.StepPricer`)."""
+    return functools.partial(bounds_of_columns, model, overlap=overlap)
 
 
 def bounds_of_columns(model: CostModel, columns: list[list], overlap: bool) -> list[str]:
