@@ -49,12 +49,18 @@ def is_fleet(args: argparse.Namespace) -> bool:
 
 def run_fleet(args: argparse.Namespace, workload, deployment, run_args: dict[str, Any]) -> int:
     """`--dp N` replicas of `deployment` (its dp fields count replicas, not attention ranks)."""
+    from shared.trace.run_log import Keep
     from sim.fleet.fleet_layout import Fleet
-    from sim.run.simulate import simulate
 
     replica = deployment.replace(dp_size=1, enable_dp_attention=False)
-    result = simulate(workload, replica, Fleet(args.dp_size, args.router), **run_args)
-    config = run_config(args, workload, result.traces[0], result.slo,
+    # NOTE: as one engine's run, each replica keeps what the outputs ask (--out: its steps;
+    # --save-trace: its trace, written to trace-{i}.jsonl as the run goes)
+    trace_file = Path(args.out) / "trace.jsonl" if args.save_trace else None
+    if trace_file is not None:
+        trace_file.parent.mkdir(parents=True, exist_ok=True)
+    keep = Keep(trace=False, steps=bool(args.out), trace_file=trace_file)
+    result = Fleet(args.dp_size, args.router).run(workload, replica, keep=keep, **run_args)
+    config = run_config(args, workload, result.run_info, result.slo,
                         replicas=args.dp_size, router=args.router)
     print_summary(config, result)
     s = result.summary
@@ -68,11 +74,11 @@ def run_fleet(args: argparse.Namespace, workload, deployment, run_args: dict[str
 
 
 def write_fleet_outputs(out: Path, config: dict[str, Any], result, save_trace: bool) -> None:
-
-    names = tuple(f"trace-{i}.jsonl" for i in range(len(result.traces)))
-    traces = dict(zip(names, result.traces, strict=True)) if save_trace else {}
+    """The tables, config and summary; with --save-trace the replicas' traces were written
+    as the run went (not stale)."""
+    names = tuple(f"trace-{i}.jsonl" for i in range(len(result.parts)))
     write_tables(out, {n: getattr(result, n) for n in ("requests", "steps", "replicas")},
-                 config, result.summary, FLEET_FILES + names, traces)
+                 config, result.summary, FLEET_FILES + (() if save_trace else names))
 
 
 def run_disaggregated(args: argparse.Namespace, workload, deployment,

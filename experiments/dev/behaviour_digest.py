@@ -104,7 +104,8 @@ def layout_runs() -> Iterator[tuple[str, Callable[[], list[Trace]]]]:
         for cost in ("roofline", "kernel"):
             yield (f"fleet/3x/{router}/{cost}",
                    lambda r=router, c=cost: result_traces(simulate(
-                       w["shared_prefix"], Deployment("qwen2.5-7b", cost_model=c), Fleet(3, r))))
+                       w["shared_prefix"], Deployment("qwen2.5-7b", cost_model=c), Fleet(3, r),
+                       keep_trace=True)))
     for cost in ("roofline", "kernel"):
         yield (f"disagg/2p1d/{cost}",
                lambda c=cost: result_traces(simulate(

@@ -46,11 +46,14 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from shared.trace.trace import RequestRecord, Trace
+
+if TYPE_CHECKING:
+    from shared.trace.run_log import RunLog
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 PERCENTILES = (50, 90, 99)
@@ -90,11 +93,11 @@ class SLO:
 
 class RunPart(NamedTuple):
     """One engine of a run of several: its role ("replica", "prefill" or "decode"), its index
-    among its role's engines and its trace."""
+    among its role's engines and its trace (a lean fleet's replica: its RunLog)."""
 
     role: str
     index: int
-    trace: Trace
+    trace: Trace | RunLog
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,7 +158,8 @@ class RunResult:
 
     def part_result(self, role: str, index: int = 0) -> RunResult:
         """Engine `index` of `role` ("replica", "prefill", "decode") as a RunResult of its
-        own trace; KeyError naming the roles the run has otherwise."""
+        own trace (a lean fleet's RunLog: `sim.fleet.result.FleetResult`); KeyError naming
+        the roles the run has otherwise."""
         for part in self.parts:
             if (part.role, part.index) == (role, index):
                 return RunResult.from_trace(part.trace, self.slo)

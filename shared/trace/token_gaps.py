@@ -15,11 +15,14 @@ Past the limit, the gaps of finished requests go into a `GapSketch` (log-spaced 
 relative width `SKETCH_ACCURACY`) and only live requests' gaps stay held: percentiles are then
 within SKETCH_ACCURACY (relative) of the exact ones, the mean is a running sum (relative
 error ~1e-12), the count exact.
+Runs pool their gaps (a fleet's replicas: `pooled`): exact arrays concatenate; a sketch
+takes another's counts (`GapSketch.merge`) or values, within the same accuracy.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -69,16 +72,26 @@ class TokenGaps:
         ok = ~np.isnan(gaps)
         self._hold(gaps[ok], codes[ok])
 
-    def stats(self, completed: np.ndarray, rank: np.ndarray) -> dict[str, float]:
+    def stats(self, completed: np.ndarray, rank: np.ndarray | None) -> dict[str, float]:
         """`itl_mean`, `itl_p50/p90/p99` over the completed requests' gaps (`completed`: [rows]
-        bool; `rank`: [rows] each request's place in rid order), NaN when there is none."""
+        bool; `rank`: [rows] each request's place in rid order, read in exact mode only), NaN
+        when there is none."""
+        pooled = self.pooled(completed, rank)
+        return pooled.stats() if isinstance(pooled, GapSketch) else exact_stats(pooled)
+
+    def pooled(self, completed: np.ndarray, rank: np.ndarray | None) -> np.ndarray | GapSketch:
+        """The completed requests' gaps (arguments as `stats`'): in exact mode the [G] array
+        `stats` reads (by rid, then time), else the sketch, which takes the completed gaps
+        still held. NOTE: asking again gives the same answer (what is not sketched stays held)."""
         gaps, codes = self._take()
         keep = completed[codes] if len(codes) else np.zeros(0, bool)
         if self.sketch is None:
+            self._gaps, self._codes, self._held = [gaps], [codes], len(gaps)
             gaps, codes = gaps[keep], codes[keep]
-            return exact_stats(gaps[np.argsort(rank[codes], kind="stable")])
+            return gaps[np.argsort(rank[codes], kind="stable")]
         self.sketch.add(gaps[keep])
-        return self.sketch.stats()
+        self._gaps, self._codes, self._held = [gaps[~keep]], [codes[~keep]], int((~keep).sum())
+        return self.sketch
 
     def _hold(self, gaps: np.ndarray, codes: np.ndarray) -> None:
         self._gaps.append(gaps)
@@ -153,6 +166,18 @@ class GapSketch:
         self._cover(int(idx.min()), int(idx.max()))
         self._counts += np.bincount(idx - self._lo, minlength=len(self._counts))
 
+    def merge(self, other: GapSketch) -> None:
+        """Count `other`'s values too (a sketch of the same accuracy; ValueError otherwise)."""
+        if other.gamma != self.gamma:
+            raise ValueError(f"cannot merge sketches of bucket ratios {other.gamma} and {self.gamma}")
+        self.count += other.count
+        self.total += other.total
+        self.zeros += other.zeros
+        if len(other._counts):
+            self._cover(other._lo, other._lo + len(other._counts) - 1)
+            start = other._lo - self._lo
+            self._counts[start:start + len(other._counts)] += other._counts
+
     def stats(self) -> dict[str, float]:
         if not self.count:
             return exact_stats(np.zeros(0))
@@ -181,3 +206,17 @@ class GapSketch:
             counts = np.zeros(new_hi - new_lo + 1, np.int64)
             counts[self._lo - new_lo:self._lo - new_lo + len(self._counts)] = self._counts
             self._counts, self._lo = counts, new_lo
+
+
+def pool_gaps(parts: Sequence[np.ndarray | GapSketch]) -> np.ndarray | GapSketch:
+    """Several runs' pooled gaps (`TokenGaps.pooled`, or a trace's array) as one: the arrays
+    concatenated in order when every part is exact, else one new sketch of them all."""
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts) if parts else np.zeros(0)
+    sketch = GapSketch()
+    for p in parts:
+        if isinstance(p, GapSketch):
+            sketch.merge(p)
+        else:
+            sketch.add(p)
+    return sketch

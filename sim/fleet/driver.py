@@ -43,14 +43,15 @@ from sim.run.driver import (
 
 if TYPE_CHECKING:
     from shared.loop.scheduler_load import SchedulerLoad
+    from shared.trace.run_log import RunLog
     from shared.trace.trace import Trace
     from shared.workload.workload import Workload
     from sim.routers.base import Router
 
 
 class FleetRun(NamedTuple):
-    traces: list[Trace]          # one per replica, in replica order
-    replica_of: dict[str, int]   # the router's decision for every request
+    traces: list[Trace | RunLog]   # one per replica, in replica order (as its Keep asked)
+    replica_of: dict[str, int]     # the router's decision for every request
 
 
 def drive_fleet(replicas: Sequence[Replica], workload: Workload, router: Router, *,

@@ -1,26 +1,34 @@
-"""`fleet_result`: the RunResult a fleet run returns (`sim.fleet.fleet_layout`), with
+"""`fleet_result`: the RunResult (a `FleetResult`) a fleet run returns (`sim.fleet.fleet_layout`), with
 `shared.trace.run_result`'s metric definitions over the whole fleet, one part per replica.
 
 - `requests`, `steps`: every replica's rows (REQUEST_COLUMNS, STEP_COLUMNS), their
   `replica` column numbering the replicas; requests in arrival order.
 - `summary`: the `vllm bench serve` metrics over all requests (one client in front of the
-  router sees them all: ITL gaps pooled over the replicas, duration from the first arrival
-  to the last finish), `num_retractions` and `cache_hit_tokens`, plus `replicas`,
+  router sees them all: ITL gaps pooled over the replicas, exact when every replica's are,
+  else sketched (`shared.trace.token_gaps`); duration from the first arrival to the last
+  finish), `num_retractions` and `cache_hit_tokens`, plus `replicas`,
   `prefix_hit_rate` (cached prompt tokens / prompt tokens) and `load_imbalance` (the
   busiest replica's routed prompt + output tokens / the mean over replicas; 1.0 is even).
 - `replicas`: one row per replica: requests routed, completed, prompt, output and cached
   tokens, prefix_hit_rate, output_throughput over the fleet's duration, ttft_p50/p90 and
   tpot_p50.
 - `run.replica_of`: the router's decision per request (`run`: the `FleetRun`).
+
+A lean fleet's replicas keep RunLogs (`shared.trace.run_log`), read as a lean run's result
+reads its log (`shared.trace.log_result`): the same frames and summary as from their traces;
+`part_result` of such a replica is its lean result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from shared.trace.log_result import pooled_gaps, requests_of, result_from_log, steps_of
+from shared.trace.run_log import RunLog
 from shared.trace.run_result import (
     SLO,
     STEP_FIELDS_READ,
@@ -32,6 +40,7 @@ from shared.trace.run_result import (
     summarize,
     trace_inter_token_latencies,
 )
+from shared.trace.token_gaps import GapSketch, pool_gaps
 
 if TYPE_CHECKING:
     from shared.trace.trace import Trace
@@ -40,9 +49,9 @@ if TYPE_CHECKING:
 
 def fleet_result(run: FleetRun, slo: SLO | None = None,
                  bounds: Sequence[Sequence[str] | None] | None = None) -> RunResult:
-    """The fleet's RunResult: one part per replica, `replicas` its per-replica table, `run`
-    the FleetRun (its routing, `replica_of`). `bounds`: per replica, its steps' bound
-    column (None: "")."""
+    """The fleet's RunResult: one part per replica (its Trace, or a lean fleet's RunLog),
+    `replicas` its per-replica table, `run` the FleetRun (its routing, `replica_of`).
+    `bounds`: per replica Trace, its steps' bound column (None: ""; a RunLog priced its own)."""
     import pandas as pd
 
     bounds = bounds or [None] * len(run.traces)
@@ -54,23 +63,54 @@ def fleet_result(run: FleetRun, slo: SLO | None = None,
     requests, done = requests.iloc[order].reset_index(drop=True), done[order]
     steps = pd.concat([p.steps.assign(replica=i) for i, p in enumerate(parts)],
                       ignore_index=True)
-    summary = summarize(requests, done, np.concatenate([p.itl for p in parts]), slo)
+    itl = pool_gaps([p.itl for p in parts])
+    summary = summarize(requests, done, itl, slo) if not isinstance(itl, GapSketch) else \
+        summarize(requests, done, None, slo, itl_stats=itl.stats())
     replicas = _replicas_frame(requests, done, summary["duration"], len(parts))
-    summary.update(_fleet_stats(run.traces, requests, replicas))
-    return RunResult(None, requests, steps, summary, slo, done=done, replicas=replicas, run=run,
-                     parts=tuple(RunPart("replica", i, t) for i, t in enumerate(run.traces)))
+    summary.update(_fleet_stats([p.retractions for p in parts], requests, replicas))
+    return FleetResult(None, requests, steps, summary, slo, done=done, replicas=replicas, run=run,
+                       parts=tuple(RunPart("replica", i, t) for i, t in enumerate(run.traces)))
 
 
-class _Frames:
-    def __init__(self, requests: Any, done: np.ndarray, itl: np.ndarray, steps: Any) -> None:
-        self.requests, self.done, self.itl, self.steps = requests, done, itl, steps
+@dataclass(frozen=True, eq=False)
+class FleetResult(RunResult):
+    """A fleet's RunResult, whose lean replicas' parts are RunLogs: `part_result` reads one as
+    a lean run's result (`result_from_log`), a Trace as every run's."""
+
+    def part_result(self, role: str, index: int = 0) -> RunResult:
+        for part in self.parts:
+            if (part.role, part.index) == (role, index) and isinstance(part.trace, RunLog):
+                return result_from_log(part.trace, self.slo)
+        return super().part_result(role, index)
 
 
-def _replica_frames(trace: Trace, bounds: Sequence[str] | None) -> _Frames:
+class _Frames(NamedTuple):
+    """One replica's rows, its completed mask, pooled ITL gaps and retractions."""
+
+    requests: Any
+    done: np.ndarray
+    itl: np.ndarray | GapSketch
+    steps: Any
+    retractions: int
+
+
+def _replica_frames(trace: Trace | RunLog, bounds: Sequence[str] | None) -> _Frames:
+    if isinstance(trace, RunLog):
+        return _log_frames(trace)
     requests, done = requests_frame(trace), completed_mask(trace)
     columns = dict(zip(STEP_FIELDS_READ, trace.step_columns(*STEP_FIELDS_READ), strict=True))
     itl = trace_inter_token_latencies(trace, columns, set(requests["rid"][done]))
-    return _Frames(requests, done, itl, steps_frame(columns, bounds))
+    retractions = sum(r.num_retractions for r in trace.requests.values())
+    return _Frames(requests, done, itl, steps_frame(columns, bounds), retractions)
+
+
+def _log_frames(log: RunLog) -> _Frames:
+    """A lean replica's frames, as `_replica_frames` reads them from its trace
+    (`shared.trace.log_result`: the same rows and, in exact mode, the same gaps)."""
+    log.finish()
+    requests, done = requests_of(log), log.completed()
+    retractions = int(log.table.column("num_retractions").sum())
+    return _Frames(requests, done, pooled_gaps(log, done), steps_of(log), retractions)
 
 
 def _replicas_frame(requests: Any, done: np.ndarray, duration: float, n: int) -> Any:
@@ -98,11 +138,12 @@ def _pct(values: Any, p: float) -> float:
     return float(np.percentile(v, p)) if v.size else np.nan
 
 
-def _fleet_stats(traces: Sequence[Trace], requests: Any, replicas: Any) -> dict[str, float]:
+def _fleet_stats(retractions: Sequence[int], requests: Any, replicas: Any) -> dict[str, float]:
+    """`retractions`: per replica, its requests' retractions."""
     work = (replicas["prompt_tokens"] + replicas["output_tokens"]).to_numpy(dtype=float)
     prompt = float(requests["prompt_len"].sum())
-    return {"num_retractions": sum(r.num_retractions for t in traces for r in t.requests.values()),
+    return {"num_retractions": sum(retractions),
             "cache_hit_tokens": int(requests["cached_tokens"].sum()),
-            "replicas": len(traces),
+            "replicas": len(retractions),
             "prefix_hit_rate": float(requests["cached_tokens"].sum()) / prompt if prompt else np.nan,
             "load_imbalance": float(work.max() / work.mean()) if work.mean() > 0 else np.nan}

@@ -76,7 +76,8 @@ def simulate(workload: Workload, deployment: Deployment | None = None, layout: L
     not grow with the steps run (`shared.trace.run_log`: `trace` None, `steps` empty);
     `keep_steps` adds the `.steps` table (about 60 bytes a step); `keep_trace` keeps the
     whole Trace (every step's record and every request's token ids: replayable, what
-    `--save-trace` writes). Fleets and disaggregated layouts keep every engine's trace.
+    `--save-trace` writes), a fleet one per replica; disaggregated layouts keep every engine's
+    trace.
     `save_trace`: a file the one engine's trace is written to as the run goes (`Trace.save`'s
     format; `shared.trace.trace_writer`), without holding it in memory.
     Raises ValueError for unknown keys, bad parameters or an empty workload, TypeError for an
