@@ -104,8 +104,10 @@ class Scheduler:
         self.check_request(req)
         self.reqs[req.rid] = req
         self.waiting_queue.append(req)
-        record = RequestRecord(req.rid, req.arrival_time, tuple(req.origin_input_ids),
-                               req.sampling_params)
+        # NOTE: a RunLog's live record reads the request's own prompt (it keeps its length,
+        # and for a trace file its ids, at the finish): no copy per waiting request
+        prompt = tuple(req.origin_input_ids) if self.trace.copies_prompts else req.origin_input_ids
+        record = RequestRecord(req.rid, req.arrival_time, prompt, req.sampling_params)
         if req.output_ids:
             record.prebuilt_output_ids = tuple(req.output_ids)
             record.first_token_time = req.arrival_time

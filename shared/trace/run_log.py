@@ -116,6 +116,8 @@ class RunLog:
         """A step as a log that keeps no steps reads it (only while not keeps_steps)."""
         self._hold([step], 1)
 
+    copies_prompts = False   # a live record may read its request's prompt list (`Scheduler`)
+
     @property
     def keeps_steps(self) -> bool:
         """Whether the log reads whole steps (a step table or a trace file); else the

@@ -100,6 +100,7 @@ class Trace:
     _steps: list[StepRecord] = field(default_factory=list, repr=False)
     _pending: list[tuple] = field(default_factory=list, repr=False)  # values in STEP_FIELDS order
     keeps_steps = True   # every step is kept whole (`StepRecorder`)
+    copies_prompts = True   # a record holds its prompt as a tuple of its own (`Scheduler`)
 
     @property
     def steps(self) -> list[StepRecord]:
