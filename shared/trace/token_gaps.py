@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 EXACT_LIMIT = 1 << 22          # gaps held exactly (16 bytes each) before sketching
+SETTLE_BATCH = 1 << 18         # gaps held between two settles once sketching
 SKETCH_ACCURACY = 1e-4         # relative error of a sketched percentile
 PERCENTILES = (50, 90, 99)
 
@@ -111,7 +112,9 @@ class TokenGaps:
         live = status == 0
         self._gaps, self._codes = [gaps[live]], [codes[live]]
         self._held = int(live.sum())
-        self._settle_at = max(self.exact_limit, 2 * self._held)
+        # NOTE: once sketching, settle in batches of SETTLE_BATCH: arrays under numpy's 4 MB
+        # huge-page threshold, reused by the allocator, not zeroed afresh each time
+        self._settle_at = max(SETTLE_BATCH, 2 * self._held)
 
     def _take(self) -> tuple[np.ndarray, np.ndarray]:
         gaps = np.concatenate(self._gaps) if self._gaps else np.zeros(0)
