@@ -47,6 +47,10 @@ class RequestTable:
         """The row of `rid` (KeyError if it was never added)."""
         return self._rows[rid]
 
+    def rows_of(self, rids: tuple[str, ...]) -> np.ndarray:
+        """[len(rids)] int64 the row of each rid (KeyError for one never added)."""
+        return np.fromiter(map(self._rows.__getitem__, rids), np.int64, len(rids))
+
     def rids(self) -> list[str]:
         """Every rid, in row order."""
         return list(self._rows)

@@ -210,10 +210,8 @@ class RunLog:
             ids.append(i)
             start += s
             dur += d
-        row_of = self.table.row_of
         # NOTE: decode steps of an unchanged batch share one rids tuple: rows once per tuple.
-        rows_of = {key: np.fromiter(map(row_of, r), np.int64, len(r))
-                   for key, r in {id(r): r for r in rids}.items()}
+        rows_of = {key: self.table.rows_of(r) for key, r in {id(r): r for r in rids}.items()}
         codes = np.concatenate([rows_of[id(r)] for r in rids])
         codes[np.concatenate(ids, dtype=np.int64, casting="unsafe") == -1] = -1
         sizes = np.fromiter(map(len, rids), np.int64, len(rids))
