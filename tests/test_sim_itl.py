@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.trace.run_result import STEP_FIELDS_READ, trace_inter_token_latencies
+from shared.trace.run_result import STEP_FIELDS_READ
+from shared.trace.trace_itl import trace_inter_token_latencies
 from sim.fleet.fleet_layout import Fleet
 from sim.model.embedded_configs import config_dict
 from sim.routers import ROUTERS

@@ -9,7 +9,7 @@ token carried over from earlier chunks (or the time of the outputs it arrived wi
 stop), so gaps are held with their rows until then.
 
 Exact mode (up to `exact_limit` gaps held): `stats` orders the completed requests' gaps by
-rid, then time, which is the array `shared.trace.run_result.inter_token_latencies` builds
+rid, then time, which is the array `shared.trace.trace_itl.inter_token_latencies` builds
 from a whole trace, so the mean and percentiles are bit-identical to it.
 Past the limit, the gaps of finished requests go into a `GapSketch` (log-spaced buckets of
 relative width `SKETCH_ACCURACY`) and only live requests' gaps stay held: percentiles are then

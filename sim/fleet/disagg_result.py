@@ -32,8 +32,8 @@ from shared.trace.run_result import (
     latency_stats,
     steps_frame,
     summarize,
-    trace_inter_token_latencies,
 )
+from shared.trace.trace_itl import trace_inter_token_latencies
 
 if TYPE_CHECKING:
     from shared.trace.trace import RequestRecord, Trace

@@ -38,9 +38,9 @@ from shared.trace.run_result import (
     requests_frame,
     steps_frame,
     summarize,
-    trace_inter_token_latencies,
 )
 from shared.trace.token_gaps import GapSketch, pool_gaps
+from shared.trace.trace_itl import trace_inter_token_latencies
 
 if TYPE_CHECKING:
     from shared.trace.trace import Trace
