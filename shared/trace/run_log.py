@@ -11,13 +11,13 @@ the length of the run. It takes what the scheduler writes into a `Trace` (the sa
 - with `trace_file`, nothing more: the trace goes to that file as the run goes (`TraceWriter`).
 
 Steps are held as the scheduler appends them (a decode run as one `DecodeBlock`, expanded
-into steps only for the step table or the bounds; without those, a single step as the
-`TokenStep` the gaps read) and folded in chunks of at least
-`chunk_steps`: their
-token times go to the gaps, their rows to the step table, and the records of requests
-finished by then become table rows. Nothing else of a step or a finished request stays.
-`RunResult.from_log` reads it (after `finish`) as `RunResult.from_trace` reads a Trace, with
-the same numbers (`shared.trace.token_gaps` says when the ITL percentiles are sketched).
+into steps only for the step table or a trace file; without those, a single step as the
+`TokenStep` that the gaps and the bounds read) and folded in chunks of at least
+`chunk_steps` steps: their token times go to the gaps, their bounds to `bound_seconds`,
+their rows to the step table, and the records of requests finished by then become table
+rows. Nothing else of a step or a finished request stays. `shared.trace.log_result` reads
+it (after `finish`) as `RunResult.from_trace` reads a Trace, with the same numbers
+(`shared.trace.token_gaps` says when the ITL percentiles are sketched).
 """
 
 from __future__ import annotations
