@@ -20,6 +20,7 @@ from sim.cost.roofline.model import RooflineCostModel
 from sim.cost.roofline.overheads import Overheads
 from sim.cost.step_bounds import step_bounds
 from sim.hardware.lookup import get_hardware
+from sim.model.ep_options import EPOptions
 from sim.model.from_config import get_model_shape
 from sim.run.simulate import simulate
 
@@ -118,6 +119,23 @@ def test_decode_steps_bounded_together_name_each_steps_own_bound(cls, model, tp,
                 for s, p in zip(seqs, padded, strict=True)]
         assert m.decode_step_bounds(seqs, padded, overlap) == want
         assert m.decode_step_bounds(seqs[1:], padded[1:], overlap) == want[1:]
+
+
+@pytest.mark.parametrize("options", [
+    {"attention_dp": 8}, {"attention_dp": 8, "ep_options": EPOptions(two_batch_overlap=True)},
+    {"attention_dp": 8, "ep_options": EPOptions(a2a_backend="deepep", dp_lm_head=True)}])
+def test_kernel_decode_steps_bounded_together_under_wide_ep_name_each_steps_own(options):
+    """The kernel model's batched decode bounds (steps of one size together) equal each
+    step's own under attention DP, DeepEP and two-batch overlap, repeated sizes included."""
+    m = KernelCostModel(get_model_shape("deepseek-v3"), get_hardware("h200"), 8, 8, **options)
+    rng = np.random.default_rng(3)
+    sizes = rng.choice([1, 7, 64, 300], 120)
+    seqs = [rng.integers(1, 60000, n) for n in sizes]
+    padded = [int(n) + int(rng.choice([0, 4])) for n in sizes]
+    for overlap in (False, True):
+        want = [m.decode_step_bound(np.asarray(s, np.int64), p, overlap)
+                for s, p in zip(seqs, padded, strict=True)]
+        assert m.decode_step_bounds(seqs, padded, overlap) == want
 
 
 def _extend_steps(rng: np.random.Generator, n: int) -> ExtendSteps:

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -207,3 +207,24 @@ def test_the_free_list_keeps_its_order_across_the_ring_buffers_wrap(ps):
                 model = model + part if ps == 1 else sorted(part) + model
                 assert a.backup_state().free_pages.tolist() == model
         a.check_integrity()
+
+
+@settings(max_examples=60)
+@given(ps=page_sizes, parts=st.lists(st.integers(1, 4), min_size=0, max_size=5),
+       seed=st.integers(0, 2**16))
+def test_freeing_parts_together_leaves_the_free_list_each_free_in_turn_leaves(ps, parts, seed):
+    """free_each(parts) (one free at page size 1) gives the free list, slot for slot, that
+    freeing the parts one after another gives; a slot listed twice is refused either way."""
+    one, each = TokenToKVPoolAllocator(32 * ps, ps), TokenToKVPoolAllocator(32 * ps, ps)
+    taken = one.alloc(sum(parts) * ps)
+    assert np.array_equal(taken, each.alloc(sum(parts) * ps))
+    pages = np.random.default_rng(seed).permutation(len(taken) // ps)
+    slots = [np.concatenate([np.arange(p * ps, (p + 1) * ps) for p in taken[::ps][chunk] // ps])
+             for chunk in np.split(pages, np.cumsum(parts)[:-1])] if parts else []
+    one.free_each(slots)
+    for part in slots:
+        each.free(part)
+    assert np.array_equal(one.backup_state().free_pages, each.backup_state().free_pages)
+    if slots:
+        with pytest.raises(ValueError):
+            one.free_each([slots[0][:1], slots[0][:1]])

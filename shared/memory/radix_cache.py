@@ -170,12 +170,14 @@ class RadixCache:
                 self._refresh_leaf(x)
 
     def evict(self, num_tokens: int) -> int:
-        evicted = 0
+        evicted, freed = 0, []
         while evicted < num_tokens:
             x = self._pop_lru()
             if x is None:
                 break
+            freed.append(x.value)
             evicted += self._delete_leaf(x)  # its parent may become a leaf (and is pushed)
+        self.allocator.free_each(freed)   # NOTE: the leaves' slots, in eviction order
         return evicted
 
     # --- integrity ---------------------------------------------------------------------
@@ -272,7 +274,7 @@ class RadixCache:
         return leaf
 
     def _delete_leaf(self, x: TreeNode) -> int:
-        self.allocator.free(x.value)
+        """Take leaf x out of the tree (its slots are the caller's to free)."""
         del x.parent.children[self._child_key(x.key)]
         self._evictable_size -= len(x.key)
         self._evictable_leaves.discard(x)

@@ -134,6 +134,15 @@ class TokenToKVPoolAllocator:
             self._put(pages, self._head)
         self._count += len(pages)
 
+    def free_each(self, parts: list[np.ndarray]) -> None:
+        """`free` each part in turn; at page size 1 in one call (the free list takes the
+        slots in the same order), so freeing many parts costs one free."""
+        if self.page_size == 1 and len(parts) > 1:
+            self.free(np.concatenate(parts))
+            return
+        for part in parts:
+            self.free(part)
+
     def free_pages(self) -> np.ndarray:
         """[F] int64 the free list in order (the next page handed out first); a copy."""
         end = self._head + self._count

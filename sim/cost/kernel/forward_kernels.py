@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
+
 from sim.cost.base import BoundSplit, split_max, sum_splits
 from sim.cost.expert_routing import ExpertRouting
 from sim.cost.kernel.elementwise_traffic import elementwise_row_bytes
@@ -314,6 +316,16 @@ class ForwardKernels:
         compute = kv * m.attention_flops_per_pair / self._atp / self._decode_rate
         return split_max(compute, kv * self._kv_bytes / self._mem,
                          self.decode_attention(kv_tokens, rows))
+
+    def decode_attention_terms(self, kv_tokens: np.ndarray, rows: int
+                               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """[N] (compute, memory, seconds) of decode_attention for N KV totals of steps of
+        `rows` rows: the same float operations, over arrays."""
+        m, kv = self.model, kv_tokens / self.dp
+        read = kv * self._kv_bytes / self._mem
+        compute = kv * m.attention_flops_per_pair / self._atp / self._decode_rate
+        fixed = m.num_layers * self.params.kernel_latency
+        return compute, read, np.maximum(read, compute) + self._decode_units(rows) + fixed
 
     def _decode_units(self, rows: int) -> float:
         """Seconds of the decode kernels' per-request work beyond the KV bytes: one unit per

@@ -34,15 +34,16 @@ a roofline-only chip, without them, is refused when the model is built); the res
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from shared.config.engine_config import DEFAULT_CUDA_GRAPH_MAX_BS
-from sim.cost.base import BoundSplit, CostModel, StepCost, sum_splits
+from sim.cost.base import BoundSplit, CostModel, StepCost, bounds_of, sum_splits
 from sim.cost.batch_shape import BatchShape
 from sim.cost.engine_profile import EngineProfile, get_engine_profile
+from sim.cost.extend_steps import flatten, segment_sums
 from sim.cost.kernel.attention_ranks import busiest_rank_rows
 from sim.cost.kernel.forward_kernels import ForwardKernels, chip_kernels
 from sim.cost.kernel.params import KernelParams
@@ -133,6 +134,43 @@ class KernelCostModel(CostModel):
                            k.decode_attention_split(kv, rows))
         return split._replace(cpu=self._overhead(b, rows, True, device)).bound(overlap)
 
+    def decode_step_bounds(self, seq_lens: Sequence[Sequence[int]], padded: Sequence[int],
+                           overlap: bool = False) -> list[str]:
+        """decode_step_bound of each step, the steps of one (batch size, padded size)
+        together over arrays of their KV totals (`_decode_group_bounds`); steps of no rows,
+        and every step under two-batch overlap, one by one."""
+        if self.ep_options.two_batch_overlap:   # NOTE: its exposed all-to-all is per step
+            return super().decode_step_bounds(seq_lens, padded, overlap)
+        b = np.fromiter(map(len, seq_lens), np.int64, len(seq_lens))        # [N]
+        rows = np.asarray(padded, dtype=np.int64)                             # [N]
+        kv = segment_sums(flatten(seq_lens), b) + rows - b   # NOTE: padding rows read one key each
+        bounds = np.empty(len(b), dtype=object)
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, key in enumerate(zip(b.tolist(), rows.tolist(), strict=True)):
+            groups.setdefault(key, []).append(i)
+        alone = super().decode_step_bound
+        for (size, r), where in groups.items():
+            bounds[where] = (self._decode_group_bounds(kv[where], size, r, overlap) if r else
+                             [alone(np.asarray(seq_lens[i], np.int64), r, overlap) for i in where])
+        return bounds.tolist()
+
+    def _decode_group_bounds(self, kv: np.ndarray, batch_size: int, rows: int,
+                             overlap: bool) -> list[str]:
+        """decode_step_bound of steps of one batch and padded size, from their [n] KV totals:
+        decode_step_bound's float operations, term by term in its order, over arrays."""
+        k = self._kernels
+        fixed = k.fixed(rows, rows, True)
+        compute, memory, attention = k.decode_attention_terms(kv, rows)           # [n] each
+        device = (fixed.linear + attention + fixed.lm_head + fixed.allreduce
+                  + fixed.experts + fixed.alltoall)
+        on_compute = compute > memory                                             # split_max
+        split = fixed.split
+        cpu = self._overhead_terms(batch_size, rows, True)
+        return bounds_of(split.compute + 0.0 + np.where(on_compute, attention, 0.0),
+                         split.memory + 0.0 + np.where(on_compute, 0.0, attention),
+                         np.full(len(kv), split.communication + fixed.alltoall + 0.0),
+                         cpu[0] + np.maximum(0.0, cpu[1] - device), overlap)
+
     def decode_step_times(self, seq_lens: np.ndarray, padded_batch_size: int,
                           overlap: bool = False) -> Iterator[float]:
         """step_time(BatchShape.decode(seq_lens + j, padded), overlap), j = 0, 1, ...: the
@@ -163,10 +201,16 @@ class KernelCostModel(CostModel):
         return rank, rank / max(1, int(np.add.reduce(shape.extend_lens)))
 
     def _overhead(self, batch_size: int, rows: int, decode: bool, device: float) -> float:
+        scheduling, launch = self._overhead_terms(batch_size, rows, decode)
+        return scheduling + max(0.0, launch - device)
+
+    def _overhead_terms(self, batch_size: int, rows: int, decode: bool) -> tuple[float, float]:
+        """(the engine's CPU time, the forward's launch time) of a step; the launch overlaps
+        the device, so the overhead is the first plus what the second leaves exposed."""
         # NOTE: under attention DP each rank's scheduler runs its share of the batch, all
         # ranks at once; a rank's CUDA graph covers its own rows.
         p, k = self.params, self._kernels
         graph = decode and k.rank_rows(rows) <= self.cuda_graph_max_bs
         launch = p.graph_replay if graph else p.launch_per_kernel * k.kernel_count
         requests = batch_size if self.attention_dp == 1 else k.rank_rows(batch_size)
-        return self.engine.cpu_time(requests, decode) + max(0.0, launch - device)
+        return self.engine.cpu_time(requests, decode), launch
