@@ -1,9 +1,10 @@
 """`batchtwin replay`: re-run a recorded trace teacher-forced (`sim.run.replay`) and report how
 much of the schedule the spec reproduces and how well a cost model prices the recorded steps.
 
-    batchtwin replay run.jsonl                       # a sim trace: roofline of its hardware
+    batchtwin replay run.jsonl                       # a sim trace: the cost model it ran with
+    batchtwin replay run.jsonl --cost-model roofline # ... or another one on its hardware
     batchtwin replay exec.jsonl --fit                # an exec trace: a model fitted to it
-    batchtwin replay exec.jsonl --hardware h100      # ... or a roofline of your choice
+    batchtwin replay exec.jsonl --hardware h100      # ... or the default cost model on a chip
 
 Writes a plot of predicted against measured step time (PNG, next to the trace unless
 `--plot` says where; `--no-plot` skips it) and, with `--steps-csv`, the per-step table. Both
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from experiments.cli.arg_types import positive_int
 from experiments.cli.errors import UsageError
+from experiments.cli.flags import cost_model_names
 from experiments.cli.output_paths import check_output_file
 
 HELP = "replay a trace teacher-forced: schedule agreement and step-time error of a cost model"
@@ -27,11 +29,14 @@ EXIT_DIVERGED = 3
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", metavar="TRACE.jsonl", help="a batchtwin trace (sim or exec)")
-    c = p.add_argument_group("cost model (default: the roofline of the trace's model and hardware)")
+    c = p.add_argument_group("cost model (default: the one the trace's header names, on its "
+                             "model and hardware)")
     g = c.add_mutually_exclusive_group()
-    g.add_argument("--cost-model", default=None, metavar="JSON", help="a calibrated cost model file")
+    c.add_argument("--cost-model", default=None, metavar="NAME|JSON",
+                   help=f"{cost_model_names()}, on the trace's hardware (or --hardware's), "
+                        f"or a calibrated cost model file")
     g.add_argument("--hardware", default=None, metavar="KEY",
-                   help="roofline on this catalogue key or hardware JSON (for exec traces)")
+                   help="price on this catalogue key or hardware JSON (for exec traces)")
     g.add_argument("--fit", action="store_true",
                    help="fit a calibrated model to this trace's own steps (in-sample error)")
     c.add_argument("--tp", type=positive_int, default=None,
@@ -70,24 +75,32 @@ def run(args: argparse.Namespace) -> int:
 
 
 def cost_model(args: argparse.Namespace, trace):
-    """(CostModel or None, a description) from the flags; None means the header's roofline."""
+    """(CostModel, a description) from the flags: a calibrated file, a fit, or a named model
+    (None: the header's) on the trace's hardware or --hardware's."""
     from sim.cost.calibrated import CalibratedCostModel
-    from sim.cost.roofline.model import RooflineCostModel
+    from sim.cost.registry import COST_MODELS, CostInputs, build_cost_model
     from sim.hardware.lookup import get_hardware
     from sim.model.from_config import get_model_shape
     from sim.run.replay import default_cost_model
 
-    if args.cost_model:
-        return CalibratedCostModel.load(args.cost_model), f"calibrated ({args.cost_model})"
+    name = args.cost_model
+    if args.fit and name:
+        raise UsageError("--fit fits its own model: drop --cost-model")
+    if name and name not in COST_MODELS:
+        if args.hardware:
+            raise UsageError("--hardware prices with a named cost model; a calibrated file "
+                             "holds its own prices")
+        return CalibratedCostModel.load(name), f"calibrated ({name})"
     if args.fit:
         return CalibratedCostModel.fit(trace.steps), "calibrated (fitted to this trace)"
     if args.hardware:
         if not trace.model_config:
-            raise ValueError("the trace header holds no model config.json for a roofline")
+            raise ValueError("the trace header holds no model config.json to price")
         hw, tp = get_hardware(args.hardware), args.tp or 1
-        return RooflineCostModel(get_model_shape(trace.model_config), hw, tp), f"roofline ({hw.key}, tp={tp})"
-    model = default_cost_model(trace)
-    return model, f"roofline ({model.hardware.key}, tp={model.tp})"
+        model = build_cost_model(name, CostInputs(get_model_shape(trace.model_config), hw, tp))
+        return model, model.describe()
+    model = default_cost_model(trace, name)
+    return model, model.describe()
 
 
 def summarize(path: str, trace, result, described: str) -> dict:

@@ -20,7 +20,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from experiments.cli.arg_types import positive_int
+from experiments.cli.arg_types import non_negative_float, positive_int
 from experiments.cli.errors import UsageError
 from experiments.cli.flags import (
     cost_model_names,
@@ -30,7 +30,7 @@ from experiments.cli.flags import (
     parallelism_arguments,
 )
 from experiments.cli.output_paths import check_output_folder
-from experiments.cli.run_output import print_summary, run_config, write_tables
+from experiments.cli.run_output import print_summary, print_window, run_config, write_tables
 from experiments.cli.workload_flags import make_workload, workload_arguments
 from experiments.simulate_fleet import (
     fleet_arguments,
@@ -67,6 +67,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     for name in ("ttft", "tpot", "e2e"):
         o.add_argument(f"--slo-{name}", type=float, default=None, metavar="S",
                        help=f"{name.upper()} objective in seconds (adds goodput)")
+    o.add_argument("--warmup", type=non_negative_float, default=None, metavar="S",
+                   help="also print the summary of the requests arriving from S seconds on "
+                        "(the window `batchtwin plan` measures; keeps the run's trace)")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -93,9 +96,10 @@ def run(args: argparse.Namespace) -> int:
     if trace_file is not None:
         trace_file.parent.mkdir(parents=True, exist_ok=True)
     result = simulate(workload, dep, keep_steps=bool(args.out), save_trace=trace_file,
-                      **run_args)
+                      keep_trace=args.warmup is not None, **run_args)
     config = run_config(args, workload, result.run_info, result.slo)
     print_summary(config, result)
+    print_window(result, args.warmup)
     if args.out:
         write_outputs(Path(args.out), config, result, args.save_trace)
     return 0

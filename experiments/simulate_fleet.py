@@ -15,12 +15,26 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from experiments.cli.run_output import print_summary, run_config, write_tables
+from experiments.cli.run_output import print_summary, print_window, run_config, write_tables
 
 FLEET_FILES = ("requests.parquet", "requests.csv", "steps.parquet", "steps.csv",
                "replicas.parquet", "replicas.csv", "config.json", "summary.json")
 REPLICA_COLUMNS = ("replica", "requests", "completed", "output_throughput", "prefix_hit_rate",
                    "ttft_p50", "ttft_p90", "tpot_p50")
+
+
+def replica_table(replicas) -> str:
+    """Per replica, in the summary's units: output tok/s, the prefix hit rate in %, the
+    latencies in ms."""
+    t = replicas[list(REPLICA_COLUMNS)].copy()
+    t["prefix_hit_rate"] = (t["prefix_hit_rate"] * 100).round(1)
+    for name in ("ttft_p50", "ttft_p90", "tpot_p50"):
+        t[name] = (t[name] * 1e3).round(2)
+    t["output_throughput"] = t["output_throughput"].round(1)
+    t = t.rename(columns={"output_throughput": "output tok/s", "prefix_hit_rate": "prefix hit %",
+                          **{n: f"{n.replace('_', ' ')} ms" for n in ("ttft_p50", "ttft_p90",
+                                                                      "tpot_p50")}})
+    return t.to_string(index=False)
 
 
 def fleet_arguments(g: argparse._ArgumentGroup) -> None:
@@ -58,16 +72,17 @@ def run_fleet(args: argparse.Namespace, workload, deployment, run_args: dict[str
     trace_file = Path(args.out) / "trace.jsonl" if args.save_trace else None
     if trace_file is not None:
         trace_file.parent.mkdir(parents=True, exist_ok=True)
-    keep = Keep(trace=False, steps=bool(args.out), trace_file=trace_file)
+    keep = Keep(trace=args.warmup is not None, steps=bool(args.out), trace_file=trace_file)
     result = Fleet(args.dp_size, args.router).run(workload, replica, keep=keep, **run_args)
     config = run_config(args, workload, result.run_info, result.slo,
                         replicas=args.dp_size, router=args.router)
     print_summary(config, result)
+    print_window(result, args.warmup)
     s = result.summary
     print(f"{s['replicas']} replicas behind {args.router}: load imbalance "
           f"{s['load_imbalance']:.3f} (busiest / mean tokens), prefix hit rate "
           f"{s['prefix_hit_rate']:.1%}")
-    print(result.replicas[list(REPLICA_COLUMNS)].to_string(index=False))
+    print(replica_table(result.replicas))
     if args.out:
         write_fleet_outputs(Path(args.out), config, result, args.save_trace)
     return 0
@@ -99,6 +114,7 @@ def run_disaggregated(args: argparse.Namespace, workload, deployment,
                         decode_tp=args.decode_tp or args.tp, router=args.router,
                         decode_router=args.decode_router)
     print_summary(config, result)
+    print_window(result, args.warmup)
     s = result.summary
     print(f"{prefill} prefill x {decode} decode instances: KV transfer mean "
           f"{s['transfer_mean'] * 1e3:.3f} ms, p90 {s['transfer_p90'] * 1e3:.3f} ms")

@@ -14,13 +14,13 @@ from experiments.plan.point import PlanSpec, WorkloadSpec
 from experiments.plan.report import SECTIONS, band_columns, rate_band
 from experiments.plan.search import RateSearch
 from experiments.plan.slo import SLOTargets
-from sim.cost.model_error import MODEL_ERRORS, NO_BAND, error_band
+from sim.cost.model_error import MIN_KIND_ROWS, MODEL_ERRORS, NO_BAND, error_band
 
 SMALL = ["plan", "--model", "smollm2-135m", "--workload", "synthetic", "--prompt-len", "64",
          "--output-len", "16", "--num-requests", "40", "--seeds", "1", "--rate-tolerance", "0.2",
          "--chunked-prefill-size", "512", "--max-running-requests", "8,auto", "--jobs", "1",
          "--no-progress"]
-ROOFLINE_BAND = MODEL_ERRORS["roofline"].describe()
+DEFAULT_BAND = error_band(None, "online dense").describe()   # smollm2: a dense model
 PLOTS = ("latency_vs_rate.png", "goodput_vs_rate.png", "kv_usage.png", "batch_composition.png")
 
 
@@ -30,9 +30,9 @@ def test_reduced_plan_writes_report_sections_plots_csv_and_config(tmp_path, caps
     out = tmp_path / "plan"
     assert main([*SMALL, "--slo", "ttft_p90=50ms,tpot_p90=4ms", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "best: " in printed and ROOFLINE_BAND in printed
+    assert "best: " in printed and DEFAULT_BAND in printed
     report = (out / "report.md").read_text()
-    assert ROOFLINE_BAND in report
+    assert DEFAULT_BAND in report
     for section in SECTIONS:
         assert f"\n## {section}\n" in report
     for png in PLOTS:
@@ -46,15 +46,34 @@ def test_reduced_plan_writes_report_sections_plots_csv_and_config(tmp_path, caps
     assert config["model"] == "smollm2-135m" and config["best_engine_config"]["page_size"] == 1
 
 
-def test_the_kernel_cost_model_plans_with_its_own_error_band(tmp_path, capsys):
-    """--cost-model kernel: the max rate is printed and reported with the kernel model's
-    measured median |error|."""
+def test_the_roofline_cost_model_plans_with_its_own_error_band(tmp_path, capsys):
+    """--cost-model roofline: the max rate is printed and reported with the roofline's
+    measured median |error| (on the published runs most like the plan), and the simulate
+    command names the model."""
     out = tmp_path / "plan"
-    args = [*SMALL, "--max-running-requests", "auto", "--cost-model", "kernel"]
+    args = [*SMALL, "--max-running-requests", "auto", "--cost-model", "roofline"]
     assert main([*args, "--slo", "ttft_p90=100ms,tpot_p90=10ms", "--out", str(out)]) == 0
-    band = MODEL_ERRORS["kernel"].describe()
+    band = error_band("roofline", "online dense").describe()
     assert band in capsys.readouterr().out and band in (out / "report.md").read_text()
-    assert "--cost-model kernel" in (out / "report.md").read_text()
+    assert "--cost-model roofline" in (out / "report.md").read_text()
+
+
+def test_a_plans_band_is_its_kind_of_runs_where_enough_were_measured():
+    """error_band(model, kind) is the band of that kind's published rows (MIN_KIND_ROWS or
+    more), else its family's (dense, MoE), else every row's; a plan of an MoE model reads
+    the MoE rows."""
+    kernel = MODEL_ERRORS["kernel"]
+    measured = {kind: (error, rows) for kind, error, _, rows in kernel.kinds}
+    for kind, (error, rows) in measured.items():
+        band = error_band("kernel", kind)
+        family = kind.split(" ")[-1]
+        if rows < MIN_KIND_ROWS:   # NOTE: the family's rows stand in
+            kind, (error, rows) = family, measured[family]
+        assert (band.median_abs_error_pct, band.rows_compared, band.kind) == (error, rows, kind)
+        assert f"published {kind} runs" in band.describe()
+    assert error_band("kernel", "no such kind") == kernel
+    moe = PlanSpec("mixtral-8x7b", WorkloadSpec(), SLOTargets.parse("ttft_p90=1s"))
+    assert rate_band(moe, 10.0).endswith(f"{error_band(None, 'online MoE').describe()})")
 
 
 def test_a_cost_model_without_a_measured_error_says_so():
@@ -166,3 +185,20 @@ def test_process_pool_returns_the_serial_results_in_order():
             parallel = pool.run(points, bar)
     assert [r.point for r in parallel] == points
     assert [r.metrics for r in parallel] == [r.metrics for r in serial]
+
+
+def test_plan_into_a_folder_with_a_report_exits_1_naming_overwrite(tmp_path, capsys):
+    """A folder holding an earlier report is refused before any run (exit 1, naming
+    --overwrite); with --overwrite the plan replaces it, stale plots of the earlier one gone."""
+    out = tmp_path / "plan"
+    out.mkdir()
+    (out / "report.md").write_text("an earlier plan\n")
+    (out / "pareto.png").write_bytes(b"stale")
+    args = [*SMALL, "--max-running-requests", "auto", "--slo", "ttft_p90=1s", "--out", str(out)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "--overwrite" in err and "\n" not in err.strip()
+    assert (out / "report.md").read_text() == "an earlier plan\n"
+    assert main([*args, "--overwrite"]) == 0
+    assert (out / "report.md").read_text().startswith("# batchtwin plan")
+    assert (out / "pareto.png").read_bytes() != b"stale"

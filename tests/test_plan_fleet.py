@@ -57,7 +57,6 @@ def test_a_target_no_layout_serves_exits_3_and_says_so(tmp_path, capsys):
 @pytest.mark.parametrize(("args", "match"), [
     (["--gpu-hour-price", "h100=abc"], "is not a number"),
     (["--gpu-hour-price", "h200=2"], "no price for h100"),
-    (["--target-rate", "0"], "--target-rate must be > 0"),
     (["--router", "nearest"], "unknown policy 'nearest'"),
     (["--dp", "0"], "replicas must be >= 1"),
     (["--ray-address", "ray://x:1"], "--ray-address needs --backend ray"),

@@ -26,6 +26,7 @@ from sim.cost.calibrated import CalibratedCostModel
 from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.lookup import get_hardware
 from sim.model.from_config import get_model_shape
+from sim.run.replay import default_cost_model
 from sim.run.sim_model_runner import SimModelRunner
 from sim.run.simulate import simulate
 from sim.run.token_source import SyntheticTokenSource
@@ -181,7 +182,29 @@ def test_cli_on_an_exec_trace(exec_trace_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["agree_fraction"] == 1.0 and summary["executor"]["kind"] == "exec"
     assert main(["replay", str(exec_trace_path), "--hardware", "h100", "--no-plot"]) == 0
-    assert "roofline (h100, tp=1)" in capsys.readouterr().out
+    assert "kernel(" in capsys.readouterr().out   # the default cost model
+    assert main(["replay", str(exec_trace_path), "--hardware", "h100", "--cost-model",
+                 "roofline", "--no-plot"]) == 0
+    assert "roofline(" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cost_model", ["roofline", "kernel"])
+def test_a_sim_trace_replays_by_default_on_the_cost_model_it_ran_with(cost_model, tmp_path):
+    """Replay's default cost model is the one the header names, rebuilt on the header's
+    model, chip and engine profile: it prices every recorded step exactly (MAPE ~0), and
+    naming the other model prices them differently."""
+    workload = Synthetic(12, 64, 16).build(vocab_size=32000, seed=1, rate=50.0)
+    result = simulate(workload, model="llama-3-8b", hardware="h100", cost_model=cost_model,
+                      engine_profile="vllm", keep_trace=True)
+    path = tmp_path / "run.jsonl"
+    result.trace.save(path)
+    trace = Trace.load(path)
+    rebuilt, recorded = default_cost_model(trace).describe(), trace.executor["cost_model"]
+    assert rebuilt.split(",")[1:] == recorded.split(",")[1:]   # NOTE: the header keeps no model key
+    assert rebuilt.startswith(f"{cost_model}(")
+    assert replay(trace).mape < 1e-12   # NOTE: durations are recorded as end - start
+    other = "kernel" if cost_model == "roofline" else "roofline"
+    assert replay(trace, default_cost_model(trace, other)).mape > 1e-3
 
 
 def test_cli_strict_fails_on_divergence(sim_trace_path, tmp_path):

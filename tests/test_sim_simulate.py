@@ -81,7 +81,7 @@ def test_trace_header_records_model_config_and_executor(tmp_path):
     trace = Trace.load(path)
     assert trace.model_config == json.loads(json.dumps(embedded_configs()["smollm2-135m"]))
     assert trace.executor == {"kind": "sim", "hardware": "h100", "tp": 1,
-                              "cost_model": "roofline(smollm2-135m, h100, tp=1)"}
+                              "cost_model": "kernel(smollm2-135m, h100, tp=1)"}
     assert trace.model_info.vocab_size == VOCAB
     assert trace.model_info.context_length == 8192
 

@@ -1,6 +1,7 @@
 """Benchmark: how much faster than real time the simulator runs.
 
-1000 ShareGPT-like requests at 20 requests/s, Llama-3-8B on one H100 (roofline cost model).
+1000 ShareGPT-like requests at 20 requests/s, Llama-3-8B on one H100 (the default cost model,
+the kernel model).
 Times the three phases of what `sim.simulate` does by default, a lean run (`Keep(trace=False)`:
 no step records kept, `shared.trace.run_log`), separately: building the scheduler and runner,
 the SimPy run, and the RunResult read from the run's log (`result_from_log`, the steps'
@@ -13,10 +14,10 @@ of an unchanged batch up to the next event applied at once, `shared.loop.decode_
 step-by-step loop (`drive_workload(..., decode_runs=False)`); both give the same trace, and
 the report gives their ratio and how many steps the runs covered.
 
-It does so for four configurations, the default, two common flags (`disable_radix_cache`,
-`enable_mixed_chunk`) and the kernel-level cost model (`--cost-model kernel`) against the
-default roofline, repeats interleaved across them, and gives each one's wall time against
-the default's; `--engine-args` adds one of your own.
+It does so for four configurations, the default (the kernel cost model), two common flags
+(`disable_radix_cache`, `enable_mixed_chunk`) and the roofline cost model
+(`--cost-model roofline`), repeats interleaved across them, and gives each one's wall time
+against the default's; `--engine-args` adds one of your own.
 
     python -m experiments.bench.bench_sim [--num-requests 1000] [--repeats 3] [--profile]
         [--engine-args page_size=16,chunked_prefill_size=2048]
@@ -49,7 +50,7 @@ from sim.run.driver import drive_workload
 BAR_SPEEDUP = 200.0
 ENGINE_CONFIGS = {"default": {}, "disable_radix_cache": {"disable_radix_cache": True},
                   "enable_mixed_chunk": {"enable_mixed_chunk": True},
-                  "kernel_cost_model": {"cost_model": "kernel"}}
+                  "roofline_cost_model": {"cost_model": "roofline"}}
 
 
 @dataclass(frozen=True)

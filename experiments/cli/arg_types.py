@@ -72,3 +72,31 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
+
+
+def positive_finite_float(text: str) -> float:
+    """A finite number > 0 (a target rate, a tolerance's scale)."""
+    value = _float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def open_fraction(text: str) -> float:
+    """A number in (0, 1) (a relative tolerance)."""
+    value = _float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
+    return value
+
+
+def at_least(minimum: int):
+    """The argparse type of an integer >= `minimum`."""
+    def check(text: str) -> int:
+        value = _int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    check.__name__ = f"integer >= {minimum}"
+    return check

@@ -120,7 +120,7 @@ def engine_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cost_model_names() -> str:
-    """"roofline (default), kernel": the registered cost models, for a --cost-model help."""
+    """"roofline, kernel (default)": the registered cost models, for a --cost-model help."""
     from sim.cost.registry import COST_MODELS, DEFAULT_COST_MODEL
 
     return ", ".join(f"{n} (default)" if n == DEFAULT_COST_MODEL else n for n in COST_MODELS)

@@ -13,7 +13,13 @@ from __future__ import annotations
 import argparse
 import math
 
-from experiments.cli.arg_types import non_negative_float, non_negative_int, positive_int, seed
+from experiments.cli.arg_types import (
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    seed,
+)
 from shared.workload.registry import GENERATORS
 
 
@@ -21,8 +27,9 @@ def workload_arguments(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--workload", choices=tuple(GENERATORS), default="sharegpt")
     g.add_argument("--workload-file", default=None, metavar="JSONL",
                    help="a saved batchtwin workload (overrides --workload)")
-    g.add_argument("--num-requests", type=int, default=100)
-    g.add_argument("--rate", type=float, default=math.inf, help="requests/s (inf: all at t=0)")
+    g.add_argument("--num-requests", type=positive_int, default=100)
+    g.add_argument("--rate", type=positive_float, default=math.inf,
+                   help="requests/s (default inf: every request arrives at t=0)")
     g.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1: Poisson)")
     g.add_argument("--prompt-len", type=positive_int, default=None,
                    help="prompt tokens (sharegpt: median 200; synthetic: 512; "

@@ -29,15 +29,26 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from experiments.cli.arg_types import non_negative_float, non_negative_int, positive_int
+from experiments.cli.arg_types import (
+    at_least,
+    non_negative_float,
+    non_negative_int,
+    open_fraction,
+    positive_finite_float,
+    positive_int,
+)
 from experiments.cli.flags import cost_model_names, engine_profile_arg, engine_profile_arguments
+from experiments.cli.output_paths import check_output_folder, remove_stale
 from experiments.plan.grid import NONE_WORDS, Grid, check_candidates, parse_list
 from experiments.plan.slo import DEFAULT_SLO, format_rate
+from experiments.plan.steady_state import MAX_SCALE
 from sim.routers import DEFAULT_ROUTER, ROUTERS
 
 HELP = "find the highest request rate within SLOs and rank configurations by goodput per GPU"
 EXIT_INFEASIBLE = 3
 MIN_REQUESTS = 10
+PLAN_FILES = ("report.md", "runs.csv", "sweep.csv", "config.json", "latency_vs_rate.png",
+              "goodput_vs_rate.png", "kv_usage.png", "batch_composition.png", "pareto.png")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -65,10 +76,13 @@ def configure(p: argparse.ArgumentParser) -> None:
     engine_profile_arguments(m)
     w = p.add_argument_group("workload")
     w.add_argument("--workload", choices=tuple(GENERATORS), default="sharegpt")
-    w.add_argument("--num-requests", type=int, default=1000, help="requests per run")
+    w.add_argument("--num-requests", type=at_least(MIN_REQUESTS), default=1000,
+                   help=f"requests of a rate's first run (at least {MIN_REQUESTS}; more until "
+                        f"its window settles, up to {MAX_SCALE}x)")
     w.add_argument("--prompt-len", type=positive_int, default=None, help="as `batchtwin simulate`")
     w.add_argument("--output-len", type=positive_int, default=None, help="as `batchtwin simulate`")
-    w.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1: Poisson)")
+    w.add_argument("--burstiness", type=positive_finite_float, default=1.0,
+                   help="gamma shape (1: Poisson)")
     w.add_argument("--num-groups", type=positive_int, default=8,
                    help="shared-prefix: prompt groups")
     w.add_argument("--system-prompt-len", type=non_negative_int, default=2048,
@@ -77,10 +91,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     s.add_argument("--slo", default=DEFAULT_SLO,
                    help="targets {ttft,tpot,itl,e2e}_{mean,p50,p90,p99}=VALUE[s|ms|us], comma "
                         f"separated (default {DEFAULT_SLO})")
-    s.add_argument("--seeds", type=int, default=2, help="seeds per rate (all must pass)")
-    s.add_argument("--rate-tolerance", type=float, default=0.05,
+    s.add_argument("--seeds", type=positive_int, default=2, help="seeds per rate (all must pass)")
+    s.add_argument("--rate-tolerance", type=open_fraction, default=0.05,
                    help="stop when the passing and failing rates are this close (relative)")
-    s.add_argument("--target-rate", type=float, default=None, metavar="R",
+    s.add_argument("--target-rate", type=positive_finite_float, default=None, metavar="R",
                    help="report the fewest GPUs that serve R req/s within the SLOs")
     s.add_argument("--gpu-hour-price", default=None, metavar="[KEY=]PRICE,...",
                    help="$ per GPU-hour (one number, or per hardware key): cost per million "
@@ -94,6 +108,8 @@ def configure(p: argparse.ArgumentParser) -> None:
         e.add_argument(f"--{knob}", default=default, help=f"{value} (default {default})")
     o = p.add_argument_group("output")
     o.add_argument("--out", default="batchtwin-plan", metavar="DIR", help="output folder")
+    o.add_argument("--overwrite", action="store_true",
+                   help="replace the report of an earlier plan in --out (else refused)")
     o.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
                    help="worker processes (default: every core; 1 runs serially)")
     o.add_argument("--backend", choices=("process", "ray"), default="process",
@@ -108,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from experiments.plan.fleet_choice import parse_prices
 
     spec, grid = build_plan(args)
+    check_output_folder(args.out, "--out", args.overwrite)   # NOTE: before any run
     candidates = grid.candidates()
     check_candidates(spec.model, candidates)
     prices = parse_prices(args.gpu_hour_price, grid.hardware)
@@ -119,8 +136,6 @@ def build_plan(args: argparse.Namespace):
     from experiments.plan.point import PlanSpec, WorkloadSpec
     from experiments.plan.slo import SLOTargets
 
-    if args.num_requests < MIN_REQUESTS:
-        raise ValueError(f"--num-requests must be at least {MIN_REQUESTS}, got {args.num_requests}")
     workload = WorkloadSpec(workload=args.workload, num_requests=args.num_requests,
                             prompt_len=args.prompt_len, output_len=args.output_len,
                             burstiness=args.burstiness, num_groups=args.num_groups,
@@ -129,8 +144,6 @@ def build_plan(args: argparse.Namespace):
 
     if args.router not in ROUTERS:
         raise ValueError(f"--router: unknown policy {args.router!r} (known: {', '.join(ROUTERS)})")
-    if args.target_rate is not None and not args.target_rate > 0:
-        raise ValueError(f"--target-rate must be > 0 req/s, got {args.target_rate}")
     spec = PlanSpec(args.model, workload, SLOTargets.parse(args.slo),
                     tuple(range(args.seeds)), args.rate_tolerance, expert_zipf=args.expert_zipf,
                     cost_model=args.cost_model, engine_profile=engine_profile_arg(args),
@@ -155,6 +168,7 @@ def execute(spec, grid: Grid, candidates, args: argparse.Namespace,
     from tqdm import tqdm
 
     from experiments.plan.fleet_choice import fewest_gpus, target_line
+    from experiments.plan.headroom import capacity_bound, recommend
     from experiments.plan.pool import make_pool
     from experiments.plan.search import curve_points, rank, search_rates
 
@@ -168,20 +182,24 @@ def execute(spec, grid: Grid, candidates, args: argparse.Namespace,
             outcomes, runs = search_rates(spec, candidates, pool, bar)
         ranked = rank(outcomes, spec.slo)
         best = ranked[0]
-        curve = []
+        curve, operating = [], None
         if best.feasible:
             with tqdm(desc="plan: curve of the best", unit="run", disable=quiet) as bar:
                 curve = pool.run(curve_points(best, spec.seeds), bar)
+            bound = capacity_bound([k for r in best.at_failed for k in r.missed], best.capped)
+            operating = recommend([*best.at_rate, *curve], best.rate, spec.slo, bound)
     out.mkdir(parents=True, exist_ok=True)
+    remove_stale(out, PLAN_FILES)   # NOTE: --overwrite: only this plan's files remain
     prices = prices or {}
     target = getattr(args, "target_rate", None)
     choice = fewest_gpus(ranked, target) if target else None
     config = plan_config(spec, grid, args, workload.config)
     config["target"] = {"rate": target, "gpu_hour_price": prices,
                         "choice": choice.candidate.to_dict() if choice else None}
+    config["recommended_rate"] = operating.rate if operating is not None else None
     write_outputs(out, spec, ranked, [*runs, *curve], [*best.at_rate, *curve], config,
-                  Target(target, choice, prices))
-    print_result(spec, best, out)
+                  Target(target, choice, prices), operating)
+    print_result(spec, best, out, operating)
     if target:
         print(target_line(choice, target, prices))
         return 0 if choice is not None else EXIT_INFEASIBLE
@@ -201,20 +219,20 @@ def _vocab(model: str) -> int:
 
 
 def write_outputs(out: Path, spec, ranked, results, curve, config: dict,
-                  target: Target | None = None) -> None:
+                  target: Target | None = None, operating=None) -> None:
     """runs.csv (`results`), sweep.csv, plots (from `curve`, the best's runs around its
     rate, and the Pareto front of every passing run), config.json (`config` and the result)
     and report.md."""
     from experiments.plan.pareto import fleet_points, write_pareto
-    from experiments.plan.report import render_report, runs_frame, sweep_frame
+    from experiments.plan.report import plan_error, render_report, runs_frame, sweep_frame
 
     target = target or Target(None, None, {})
     best = ranked[0]
     runs_frame(results).to_csv(out / "runs.csv", index=False)
-    sweep_frame(ranked, spec.cost_model, target.prices).to_csv(out / "sweep.csv", index=False)
+    sweep_frame(ranked, plan_error(spec), target.prices).to_csv(out / "sweep.csv", index=False)
     plots, engine = [], None
     if best.feasible:
-        plots, engine = draw(out, spec, best, runs_frame(curve))
+        plots, engine = draw(out, spec, best, runs_frame(curve), operating)
     points = fleet_points(results, ranked, target.prices)
     if points:
         plots.append(write_pareto(out, points, bool(target.prices),
@@ -223,18 +241,20 @@ def write_outputs(out: Path, spec, ranked, results, curve, config: dict,
               "best_rate": best.rate, "best_engine_config": engine}
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     files = ["runs.csv", "sweep.csv", "config.json"]
-    (out / "report.md").write_text(render_report(spec, ranked, plots, files, target))
+    (out / "report.md").write_text(render_report(spec, ranked, plots, files, target, operating))
 
 
-def draw(out: Path, spec, best, curve):
+def draw(out: Path, spec, best, curve, operating=None):
     """The plots; returns (file names, the best's effective engine config)."""
-    from experiments.plan.plots import write_plots
-    from experiments.plan.point import Point, load_engine, simulate_point
+    from experiments.plan.plots import Marks, write_plots
+    from experiments.plan.point import Point, load_engine, requests_of, simulate_point
 
-    run = load_engine(simulate_point(spec, Point(best.candidate, best.rate, spec.seeds[0],
-                                                 "detail")))
-    title = f"{spec.model}, {best.candidate.label}, chosen rate {format_rate(best.rate)} req/s"
-    plots = write_plots(out, curve, run, spec.slo, best.rate, best.saturation, title)
+    point = Point(best.candidate, best.rate, spec.seeds[0], "detail")
+    scale = round(best.at_rate[0].metrics.get("num_requests", 0) / requests_of(spec, point))
+    run = load_engine(simulate_point(spec, point, max(scale, 1)))   # the seed's settled run
+    title = f"{spec.model}, {best.candidate.label}, max rate {format_rate(best.rate)} req/s"
+    marks = Marks(best.rate, best.saturation, operating.rate if operating is not None else None)
+    plots = write_plots(out, curve, run, spec.slo, marks, title)
     return plots, run.trace.engine_config.to_dict()
 
 
@@ -257,13 +277,18 @@ def plan_config(spec, grid: Grid, args, generator: dict) -> dict:
             "num_configurations": len(grid.candidates())}
 
 
-def print_result(spec, best, out: Path) -> None:
+def print_result(spec, best, out: Path, operating=None) -> None:
     from experiments.plan.report import rate_band
 
     if best.feasible:
-        print(f"best: {best.candidate.label} at {format_rate(best.rate)} req/s, goodput "
-              f"{format_rate(best.goodput_per_gpu)} req/s per GPU ({best.limit.kind} binds)")
+        print(f"best: {best.candidate.label} ({best.candidate.num_gpus} GPUs) at "
+              f"{format_rate(best.rate)} req/s, goodput {format_rate(best.goodput_per_gpu)} "
+              f"req/s per GPU ({best.limit.kind} binds)")
         print(f"max rate {rate_band(spec, best.rate)}")
+        if operating is not None and operating.rate is not None:
+            why = (f"{operating.pressure:.0%} of capacity" if operating.binding == "capacity"
+                   else f"{operating.binding} at {operating.pressure:.0%} of its limit")
+            print(f"recommended {format_rate(operating.rate)} req/s ({why})")
     else:
         print(f"batchtwin plan: no configuration meets {spec.slo}: {best.limit.reason}",
               file=sys.stderr)

@@ -7,12 +7,13 @@ chosen configuration at the chosen rate, first seed).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from experiments.plan.headroom import HEADROOM
 from experiments.plan.limits import active_tokens
-from experiments.plan.slo import SLOTargets
+from experiments.plan.slo import SLOTargets, format_rate
 
 PLOTS = {"latency": "latency_vs_rate.png", "goodput": "goodput_vs_rate.png",
          "kv": "kv_usage.png", "batch": "batch_composition.png"}
@@ -28,14 +29,22 @@ def _pyplot():
     return plt
 
 
-def write_plots(out: Path, curve: Any, run: Any, slo: SLOTargets, rate: float,
-                saturation: float, title: str) -> list[str]:
+class Marks(NamedTuple):
+    """The rates the plots against rate mark: the max rate, the saturation throughput (above
+    it shaded: a finite run there may meet the SLOs, a long one would not) and the
+    recommended operating point (None: none)."""
+
+    rate: float
+    saturation: float
+    recommended: float | None = None
+
+
+def write_plots(out: Path, curve: Any, run: Any, slo: SLOTargets, marks: Marks,
+                title: str) -> list[str]:
     """All four plots into `out`; returns their file names. `curve`: one row per run
-    (rate, metrics); `run`: the RunResult at the chosen rate. Rates above `saturation` are
-    shaded: a finite run there may meet the SLOs, a long one would not."""
+    (rate, metrics); `run`: the RunResult at the max rate."""
     plt = _pyplot()
     mean = curve.groupby("rate").mean(numeric_only=True).sort_index()
-    marks = (rate, saturation)
     for key, draw in (("latency", lambda: latency_vs_rate(plt, mean, slo, marks)),
                       ("goodput", lambda: goodput_vs_rate(plt, curve, mean, marks)),
                       ("kv", lambda: kv_usage(plt, run)),
@@ -48,15 +57,18 @@ def write_plots(out: Path, curve: Any, run: Any, slo: SLOTargets, rate: float,
     return list(PLOTS.values())
 
 
-def mark_rates(ax, marks: tuple[float, float]) -> None:
-    """The chosen rate, and the region above the saturation throughput."""
-    rate, saturation = marks
-    ax.axvline(rate, color="gray", lw=1, ls="-.", label="chosen rate")
-    ax.axvspan(saturation, max(ax.get_xlim()[1], saturation), color="gray", alpha=0.15,
-               label="above saturation")
+def mark_rates(ax, marks: Marks) -> None:
+    """The max rate, the recommended operating point, the region above saturation."""
+    ax.axvline(marks.rate, color="black", lw=1.2, ls="-.",
+               label=f"max rate {format_rate(marks.rate)}")
+    if marks.recommended is not None:
+        ax.axvline(marks.recommended, color="green", lw=2,
+                   label=f"recommended {format_rate(marks.recommended)}")
+    ax.axvspan(marks.saturation, max(ax.get_xlim()[1], marks.saturation), color="gray",
+               alpha=0.15, label="above saturation")
 
 
-def latency_vs_rate(plt, mean: Any, slo: SLOTargets, marks: tuple[float, float]):
+def latency_vs_rate(plt, mean: Any, slo: SLOTargets, marks: Marks):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, metric in zip(axes, ("ttft", "tpot"), strict=True):
         for stat, style in (("p50", ":"), ("p90", "-"), ("p99", "--")):
@@ -64,7 +76,9 @@ def latency_vs_rate(plt, mean: Any, slo: SLOTargets, marks: tuple[float, float])
                     label=stat)
         for o in slo.objectives:
             if o.metric == metric:
-                ax.axhline(o.limit * 1e3, color="red", lw=1, label=f"SLO {o.stat}")
+                ax.axhline(o.limit * 1e3, color="red", lw=2, label=f"SLO limit ({o.stat})")
+                ax.axhline(o.limit * HEADROOM * 1e3, color="red", lw=1, ls=":",
+                           label=f"{HEADROOM:.0%} of the limit")
         mark_rates(ax, marks)
         ax.set(xlabel="request rate (req/s)", ylabel=f"{metric.upper()} (ms)",
                yscale="log" if metric == "ttft" else "linear",
@@ -73,7 +87,7 @@ def latency_vs_rate(plt, mean: Any, slo: SLOTargets, marks: tuple[float, float])
     return fig
 
 
-def goodput_vs_rate(plt, curve: Any, mean: Any, marks: tuple[float, float]):
+def goodput_vs_rate(plt, curve: Any, mean: Any, marks: Marks):
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     top = float(mean.index.max())
     ax.plot([0, top], [0, top], color="lightgray", lw=1, label="every request meets the SLOs")

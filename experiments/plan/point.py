@@ -24,6 +24,8 @@ import numpy as np
 from experiments.plan.grid import Candidate
 from experiments.plan.limits import load_stats
 from experiments.plan.slo import SLOTargets
+from experiments.plan.steady_state import MAX_SCALE, Window, measure
+from shared.trace.window_summary import completed_rows
 
 if TYPE_CHECKING:
     from sim.cost.engine_profile import EngineProfile
@@ -53,10 +55,12 @@ class WorkloadSpec:
     turns: int = 4
     think_time: float = 1.0
 
-    def build(self, rate: float, seed: int, vocab_size: int):
+    def build(self, rate: float, seed: int, vocab_size: int, num_requests: int | None = None):
+        """The workload at (rate, seed), of `num_requests` (None: this spec's)."""
         from experiments.cli.workload_flags import workload_spec
 
-        return workload_spec(self).build(vocab_size=vocab_size, seed=seed, rate=rate,
+        spec = self if num_requests is None else dataclasses.replace(self, num_requests=num_requests)
+        return workload_spec(spec).build(vocab_size=vocab_size, seed=seed, rate=rate,
                                          burstiness=self.burstiness)
 
 
@@ -71,7 +75,7 @@ class PlanSpec:
     rate_tolerance: float = 0.05
     min_rate_fraction: float = 1 / 16
     expert_zipf: float = 0.0           # Zipf exponent of expert popularity (0: uniform)
-    cost_model: str | None = None      # as `simulate`'s: None (roofline), "kernel", a JSON path
+    cost_model: str | None = None      # as `simulate`'s: None (the kernel model), "roofline", a JSON path
     engine_profile: EngineProfile | None = None   # as `simulate`'s (None: SGLang's)
     router: str = "round_robin"        # the policy in front of a candidate's dp replicas
 
@@ -112,18 +116,14 @@ class PointResult:
                 "error": self.error or "", **self.metrics}
 
 
-def simulate_point(spec: PlanSpec, point: Point):
-    """The RunResult of one run (raises for bad input)."""
+def simulate_point(spec: PlanSpec, point: Point, scale: int = 1):
+    """The RunResult of one run, `scale` times its phase's requests (raises for bad input)."""
     from sim.run.build import load_model
     from sim.run.simulate import simulate
 
     _, shape = load_model(spec.model)
-    w = spec.workload
-    if point.phase == "probe":
-        w = dataclasses.replace(w, num_requests=w.num_requests * PROBE_SCALE)
-    elif point.phase == "floor":
-        w = dataclasses.replace(w, num_requests=min(w.num_requests, FLOOR_REQUESTS))
-    workload = w.build(point.rate, point.seed, shape.vocab_size)
+    workload = spec.workload.build(point.rate, point.seed, shape.vocab_size,
+                                   requests_of(spec, point) * scale)
     c = point.candidate
     deployment = c.deployment(spec.model, expert_zipf=spec.expert_zipf,
                               cost_model=spec.cost_model, engine_profile=spec.engine_profile)
@@ -131,28 +131,72 @@ def simulate_point(spec: PlanSpec, point: Point):
                     slo=spec.slo.per_request(), bounds=False, keep_trace=True)
 
 
+def requests_of(spec: PlanSpec, point: Point) -> int:
+    """The requests of a phase's first run (module doc)."""
+    n = spec.workload.num_requests
+    if point.phase == "probe":
+        return n * PROBE_SCALE
+    return min(n, FLOOR_REQUESTS) if point.phase == "floor" else n
+
+
 def run_point(spec: PlanSpec, point: Point) -> PointResult:
-    """Run one point; bad input comes back as `error` text (exceptions may not pickle)."""
-    try:
-        result = simulate_point(spec, point)
-    except RUN_ERRORS as e:
-        return PointResult(point, error=f"{type(e).__name__}: {e}")
-    metrics = point_metrics(result, spec.slo, point.rate)
-    missed = spec.slo.violations(result.summary)
+    """Run one point: the saturation probe once; any other until its window settles
+    (`experiments.plan.steady_state`). Bad input comes back as `error` text (exceptions may
+    not pickle)."""
+    scale = 1
+    while True:
+        try:
+            result = simulate_point(spec, point, scale)
+        except RUN_ERRORS as e:
+            return PointResult(point, error=f"{type(e).__name__}: {e}")
+        if point.phase == "probe":
+            return _judged(spec, point, result, None)
+        limits = spec.slo.limits()
+        window = measure(result, load_engine(result), tuple(limits))
+        judged = _judged(spec, point, result, window)
+        if judged.violations or window.settled(limits):
+            return judged
+        if scale >= MAX_SCALE:
+            return dataclasses.replace(judged, violations=(
+                f"no steady state within {len(result.requests)} requests (the window's "
+                f"halves still disagree)",), missed=("steady_state",))
+        scale *= 2
+
+
+def _judged(spec: PlanSpec, point: Point, result, window: Window | None) -> PointResult:
+    """The run's metrics and what it missed: its window's objectives and growth (the whole
+    run's summary for the probe) and any request left unfinished."""
+    summary = result.summary if window is None else window.summary
+    start, end = (-math.inf, math.inf) if window is None else (window.start, window.end)
+    metrics = point_metrics(result, spec.slo, point.rate, summary, start, end)
+    metrics["num_requests"] = float(len(result.requests))
+    if window is not None:
+        metrics.update(window.evidence())
+    missed = spec.slo.violations(summary)
     text = [str(v) for v in missed]
+    keys = [v.objective.key for v in missed]
+    if window is not None and not window.sustainable:
+        text.append(f"the backlog grew by {window.growth:.1%} of the window's requests: more "
+                    f"arrive than the engine completes")
+        keys.append("backlog_growth")
     missing = len(result.requests) - int(result.summary["completed"])
     if missing:
         text.insert(0, f"{missing} of {len(result.requests)} requests did not complete")
-    return PointResult(point, metrics, tuple(text), tuple(v.objective.key for v in missed))
+    return PointResult(point, metrics, tuple(text), tuple(keys))
 
 
-def point_metrics(result, slo: SLOTargets, rate: float) -> dict[str, float]:
-    s = result.summary
-    metrics = {k: float(s[k]) for k in SUMMARY_KEYS}
-    done = result.completed_requests
-    attainment = float(slo.per_request().met(done).sum()) / max(len(result.requests), 1)
-    metrics["attainment"] = attainment
-    metrics["goodput"] = rate * attainment if math.isfinite(rate) else math.nan
+def point_metrics(result, slo: SLOTargets, rate: float, summary: dict[str, Any],
+                  start: float = -math.inf, end: float = math.inf) -> dict[str, float]:
+    """`summary`'s SUMMARY_KEYS (of the requests that arrived in [start, end]: the window's
+    or the whole run's), their attainment and goodput, the saturation throughput and the
+    load numbers."""
+    metrics = {k: float(summary[k]) for k in SUMMARY_KEYS if k != "num_retractions"}
+    metrics["num_retractions"] = float(result.summary["num_retractions"])
+    arrival = result.requests["arrival"].to_numpy(dtype=float)
+    inside = (arrival >= start) & (arrival <= end)
+    met = slo.per_request().met(result.requests[completed_rows(result) & inside])
+    metrics["attainment"] = float(met.sum()) / max(int(inside.sum()), 1)
+    metrics["goodput"] = rate * metrics["attainment"] if math.isfinite(rate) else math.nan
     metrics["saturation"] = saturation(result)
     metrics.update(load_stats(load_engine(result)))
     return metrics

@@ -1,4 +1,5 @@
-"""`report.md` of a `batchtwin plan`: Recommendation, Headroom, Limits, Sweep, Plots, Files.
+"""`report.md` of a `batchtwin plan`: Recommendation, Steady state, Headroom, Limits, Sweep,
+Plots, Files.
 
 Values at the chosen rate are the worst over the seeds (largest latency, highest load).
 """
@@ -10,12 +11,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from experiments.plan.grid import KNOBS, RUN_AXES, Candidate, show
+from experiments.plan.headroom import CAPACITY, HEADROOM, OperatingPoint
 from experiments.plan.point import PlanSpec, PointResult
 from experiments.plan.search import Outcome
 from experiments.plan.slo import format_rate, format_seconds
+from experiments.plan.steady_state import (
+    CONVERGENCE_TOLERANCE,
+    GROWTH_TOLERANCE,
+    LIFETIMES,
+    MAX_SCALE,
+    WARMUP_FRACTION,
+)
 from sim.cost.model_error import NO_BAND, error_band
 
-SECTIONS = ("Recommendation", "Headroom", "Limits", "Sweep")
+SECTIONS = ("Recommendation", "Steady state", "Headroom", "Limits", "Sweep")
 LOAD_ROWS = (("kv_used_peak", "KV slots in use, peak (with prefix cache)", "pct"),
              ("kv_active_peak", "KV held by running requests, peak", "pct"),
              ("num_retractions", "decode retractions", "int"),
@@ -29,15 +38,17 @@ LOAD_ROWS = (("kv_used_peak", "KV slots in use, peak (with prefix cache)", "pct"
 
 
 def render_report(spec: PlanSpec, ranked: Sequence[Outcome], plots: Sequence[str],
-                  files: Sequence[str], target: Any = None) -> str:
-    """`target`: (rate, choice, prices) of --target-rate, or None."""
+                  files: Sequence[str], target: Any = None,
+                  operating: OperatingPoint | None = None) -> str:
+    """`target`: (rate, choice, prices) of --target-rate, or None; `operating`: the best's
+    recommended operating point (`experiments.plan.headroom`)."""
     from experiments.plan.fleet_choice import target_section
 
     best = ranked[0]
-    parts = [_title(spec, len(ranked)), recommendation(spec, best)]
+    parts = [_title(spec, len(ranked)), recommendation(spec, best, operating)]
     if target is not None and target.rate:
         parts.append(target_section(target.choice, target.rate, target.prices))
-    parts += [headroom(spec, best), limits(best), sweep(ranked)]
+    parts += [steady_state(best), headroom(spec, best), limits(best), sweep(ranked)]
     if plots:
         parts.append("## Plots\n\n" + "\n\n".join(f"![{p}]({p})" for p in plots))
     parts.append("## Files\n\n" + "\n".join(f"- `{f}`" for f in files))
@@ -47,16 +58,18 @@ def render_report(spec: PlanSpec, ranked: Sequence[Outcome], plots: Sequence[str
 def _title(spec: PlanSpec, n: int) -> str:
     w = spec.workload
     return (f"# batchtwin plan: {spec.model}, {w.workload} workload\n\n"
-            f"SLOs: {spec.slo}. {n} configuration(s). Each rate runs {w.num_requests} requests "
-            f"(burstiness {w.burstiness:g}) once per seed ({', '.join(map(str, spec.seeds))}); "
-            f"a rate passes when every seed meets every objective. Rates are found to within "
+            f"SLOs: {spec.slo}. {n} configuration(s). Each rate runs at least {w.num_requests} "
+            f"requests (burstiness {w.burstiness:g}) once per seed "
+            f"({', '.join(map(str, spec.seeds))}), more until it reaches a steady state (see "
+            f"Steady state); a rate passes when every seed meets every objective in its "
+            f"measurement window and its backlog does not grow. Rates are found to within "
             f"{spec.rate_tolerance:.0%} and never above the saturation throughput (the "
             f"completion rate of a full engine, from a run with every request at t=0): a finite "
             f"run above it can still meet the SLOs, a long one cannot. Goodput = rate x the "
             f"fraction of requests meeting every per-request limit.")
 
 
-def recommendation(spec: PlanSpec, best: Outcome) -> str:
+def recommendation(spec: PlanSpec, best: Outcome, operating: OperatingPoint | None = None) -> str:
     head = "## Recommendation\n\n"
     if not best.feasible:
         return head + ("**No configuration meets the SLOs**, even at the lowest rate tried "
@@ -65,17 +78,76 @@ def recommendation(spec: PlanSpec, best: Outcome) -> str:
                        "faster hardware or a higher TP degree; see Limits.")
     rate = best.rate or 0.0
     cap = " (capped at its saturation throughput; see Limits)" if best.capped else ""
-    return head + (f"**{best.candidate.label}** at **{format_rate(rate)} req/s**{cap}: goodput "
+    run = best.at_rate[0]
+    return head + (f"**{best.candidate.label}** ({best.candidate.num_gpus} GPUs) at "
+                   f"**{format_rate(rate)} req/s** at most{cap}: goodput "
                    f"{format_rate(best.goodput)} req/s, "
                    f"**{format_rate(best.goodput_per_gpu)} req/s per GPU**.\n\n"
+                   f"{operating_text(operating, rate)}\n\n"
                    f"Max rate {rate_band(spec, rate)}.\n\n"
-                   f"Reproduce one run:\n\n```\n{simulate_command(spec, best.candidate, rate)}\n```")
+                   f"Reproduce the run at the max rate (`--warmup`: its measurement window):"
+                   f"\n\n```\n{simulate_command(spec, best.candidate, rate, run)}\n```")
+
+
+def operating_text(operating: OperatingPoint | None, rate: float) -> str:
+    if operating is None:
+        return ""
+    if operating.rate is None:
+        return (f"**No headroom**: even the lowest rate tried runs {operating.binding} at "
+                f"{operating.pressure:.0%} of its limit; serve below the max rate only with "
+                f"margin to spare elsewhere, or add GPUs.")
+    head = (f"**Recommended operating point: {format_rate(operating.rate)} req/s** "
+            f"({operating.rate / rate:.0%} of the max rate)")
+    if operating.binding == CAPACITY:
+        return (f"{head}: the max rate is the engine's capacity (above it the backlog grows), "
+                f"so the point runs it at {HEADROOM:.0%} utilisation: room for a busier hour, "
+                f"bursts and the cost model's error.")
+    return (f"{head}, where the binding objective, {operating.binding}, is at "
+            f"{operating.pressure:.0%} of its limit (headroom {HEADROOM:.0%}): room for a "
+            f"busier hour, bursts and the cost model's error.")
+
+
+def steady_state(best: Outcome) -> str:
+    """How the runs at the max rate (or the lowest rate tried) reached their verdict."""
+    runs = best.at_rate if best.feasible else best.at_failed
+    rows = [[str(r.point.seed), f"{r.metrics.get('num_requests', math.nan):.0f}",
+             _secs(r.metrics.get("warmup_s")), _secs(r.metrics.get("window_s")),
+             f"{r.metrics.get('window_requests', math.nan):.0f}",
+             f"{r.metrics.get('backlog_growth', math.nan):+.1%}",
+             f"{r.metrics.get('half1_batch', math.nan):.1f} / {r.metrics.get('half2_batch', math.nan):.1f}",
+             "; ".join(r.violations) or "passed"] for r in runs]
+    return (f"## Steady state\n\nAt {format_rate(runs[0].point.rate)} req/s, per seed: the "
+            f"requests simulated, the warm-up left out (the larger of {WARMUP_FRACTION:.0%} of "
+            f"the arrivals' span and the p99 request lifetime), the measurement window, the "
+            f"backlog's growth over it (above {GROWTH_TOLERANCE:.0%} of its requests, and "
+            f"beyond a stable backlog's wander, the rate is unsustainable) and the mean running "
+            f"batch of its two halves. A run is made twice as long until the halves agree "
+            f"within {CONVERGENCE_TOLERANCE:.0%} (each objective, of its limit; the batch) and "
+            f"the window spans {LIFETIMES:g} p99 lifetimes (up to {MAX_SCALE}x the requests; "
+            f"`experiments.plan.steady_state`).\n\n"
+            + table(["seed", "requests", "warm-up", "window", "window requests",
+                     "backlog growth", "batch (halves)", "verdict"], rows))
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.1f} s"
+
+
+def plan_error(spec: PlanSpec):
+    """The cost model's measured error (`sim.cost.model_error`) on the published runs most
+    like a plan: online (served at a request rate), of a dense or an MoE model; None when
+    the model has none."""
+    from sim.run.build import load_model
+
+    moe = load_model(spec.model)[1].moe is not None
+    return error_band(spec.cost_model, f"online {'MoE' if moe else 'dense'}")
 
 
 def rate_band(spec: PlanSpec, rate: float) -> str:
-    """"12.4 req/s (9.8-15.0 req/s, ±14.6%: the kernel cost model's median |error| on 52
-    published runs, python -m experiments.published_check)", or the rate with NO_BAND."""
-    error = error_band(spec.cost_model)
+    """"12.4 req/s (11.0-13.8 req/s, ±11.0%: the kernel cost model's median |error| on 7
+    published online dense runs, python -m experiments.published_check)", or the rate with
+    NO_BAND."""
+    error = plan_error(spec)
     if error is None:
         return f"{format_rate(rate)} req/s ({NO_BAND})"
     low, high = error.band(rate)
@@ -90,15 +162,23 @@ def engine_flags(profile) -> str:
     return f"--engine-profile {profile.name}{steps}"
 
 
-def simulate_command(spec: PlanSpec, c: Candidate, rate: float) -> str:
+def simulate_command(spec: PlanSpec, c: Candidate, rate: float,
+                     run: PointResult | None = None) -> str:
+    """The `batchtwin simulate` command of one run of the plan: `run`'s request count and
+    window (--warmup), else the plan's --num-requests."""
     w, knobs, slo = spec.workload, c.engine_args(), spec.slo.per_request()
+    metrics = run.metrics if run is not None else {}
+    n = int(metrics.get("num_requests", w.num_requests))
+    warmup = metrics.get("warmup_s")
+    seed = run.point.seed if run is not None else spec.seeds[0]
     dp = f" --dp {c.dp} --router {spec.router}" if c.dp > 1 else ""
     dp += f" --disaggregate {c.disaggregate} --router {spec.router}" if c.disaggregate else ""
     lines = [f"batchtwin simulate --model {spec.model} --hardware {c.hardware} --tp {c.tp}{dp}",
              f"--cost-model {spec.cost_model}" if spec.cost_model else "",
              engine_flags(spec.engine_profile), run_flags(spec, c),
-             f"--workload {w.workload} --num-requests {w.num_requests} --rate {rate:.10g} "
-             f"--burstiness {w.burstiness:g} --seed {spec.seeds[0]}"]
+             f"--workload {w.workload} --num-requests {n} --rate {rate:.10g} "
+             f"--burstiness {w.burstiness:g} --seed {seed}"
+             + (f" --warmup {warmup:.6g}" if warmup is not None and math.isfinite(warmup) else "")]
     lengths = [f"--{k.replace('_', '-')} {v}" for k, v in
                (("prompt_len", w.prompt_len), ("output_len", w.output_len)) if v is not None]
     if w.workload == "shared-prefix":
@@ -195,16 +275,15 @@ def runs_frame(results: Sequence[PointResult]) -> Any:
     return integer_knobs(pd.DataFrame([r.row() for r in results]))
 
 
-def sweep_frame(ranked: Sequence[Outcome], cost_model: str | None = None,
+def sweep_frame(ranked: Sequence[Outcome], error: Any = None,
                 prices: dict[str, float] | None = None) -> Any:
     """One row per configuration, best first; `rate_low`/`rate_high` bound `max_rate` by the
-    cost model's measured error (`sim.cost.model_error`; empty when it has none); `num_gpus` and
+    cost model's measured `error` (`plan_error`; empty when None); `num_gpus` and
     `cost_per_mtok` ($ per million output tokens at max_rate; NaN without prices)."""
     import pandas as pd
 
     from experiments.plan.fleet_choice import cost_per_mtok
 
-    error = error_band(cost_model)
     return integer_knobs(pd.DataFrame([
         {**o.candidate.to_dict(), "num_gpus": o.candidate.num_gpus, "feasible": o.feasible,
          "max_rate": o.rate, "cost_per_mtok": cost_per_mtok(o, o.rate, prices or {}),

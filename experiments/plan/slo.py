@@ -77,6 +77,10 @@ class SLOTargets:
                 out.append(Violation(o, value))
         return tuple(out)
 
+    def limits(self) -> dict[str, float]:
+        """{"tpot_p90": 0.1, ...}: each objective's limit (seconds) by its summary key."""
+        return {o.key: o.limit for o in self.objectives}
+
     def per_request(self) -> SLO:
         """Per-request thresholds for goodput: the tightest limit on each metric."""
         from shared.trace.run_result import SLO

@@ -14,6 +14,8 @@ from experiments.published_check.sources import half_of
 
 GROUPS = ("offline throughput", "online throughput", "online TTFT", "TPOT/ITL",
           "batch-1 decode", "TP > 1", "MoE", "fp8")
+FAMILIES = ("dense", "MoE")
+KINDS = ("online dense", "online MoE", "offline dense", "offline MoE", *FAMILIES)  # a plan's
 
 
 def rows_frame(specs: Sequence[RowSpec], predictions: Sequence[Prediction]) -> pd.DataFrame:
@@ -34,16 +36,27 @@ def engine_name(spec: RowSpec) -> str:
 
 
 def summary_frame(rows: pd.DataFrame) -> pd.DataFrame:
-    """Median |error| and signed median error (percent) overall, per group, per half and per
-    engine profile."""
+    """Median |error| and signed median error (percent) overall, per group, per kind of run
+    (online/offline, dense/MoE), per half and per engine profile."""
     parts = [("all", rows)] + [(f"group: {g}", rows[rows["groups"].str.contains(g, regex=False)])
                                for g in GROUPS]
+    kinds = row_kinds(rows["groups"])
+    parts += [(f"kind: {kind}", rows[(kinds == kind) | kinds.str.endswith(f" {kind}")
+                                     if kind in FAMILIES else kinds == kind]) for kind in KINDS]
     parts += [(f"half {h}", rows[rows["half"] == h]) for h in sorted(rows["half"].unique())]
     parts += [(f"engine: {e}", rows[rows["engine"] == e]) for e in sorted(rows["engine"].unique())]
     return pd.DataFrame([{"set": name, "rows": len(part),
                           "median_abs_error_pct": part["error_pct"].abs().median(),
                           "median_signed_error_pct": part["error_pct"].median()}
                          for name, part in parts if len(part)])
+
+
+def row_kinds(groups: pd.Series) -> pd.Series:
+    """Each row's kind ("online dense", ...), from its groups; its family alone ("dense",
+    "MoE") for a row that is neither online nor offline (a batch-1 decode)."""
+    moe = groups.str.contains("MoE", regex=False).map({True: "MoE", False: "dense"})
+    mode = groups.map(lambda g: "online" if "online" in g else "offline" if "offline" in g else "")
+    return (mode + " " + moe).where(mode != "", moe)
 
 
 def render(rows: pd.DataFrame, summary: pd.DataFrame, unexpressed: Sequence[Unexpressed],

@@ -62,16 +62,23 @@ COST_MODELS: MappingProxyType[str, Callable[[CostInputs], CostModel]] = MappingP
     "roofline": roofline,
     "kernel": kernel,
 })
-DEFAULT_COST_MODEL = "roofline"
+DEFAULT_COST_MODEL = "kernel"
+FALLBACK_COST_MODEL = "roofline"   # the default on a chip with no kernel constants
+
+
+def default_cost_model_name(hardware: Hardware) -> str:
+    """The cost model None stands for on `hardware`: DEFAULT_COST_MODEL, or the roofline
+    where the chip's entry has no kernel constants (a hardware JSON without `kernels`)."""
+    return DEFAULT_COST_MODEL if hardware.kernels is not None else FALLBACK_COST_MODEL
 
 
 def build_cost_model(spec: CostModelSpec, inputs: CostInputs) -> CostModel:
-    """A COST_MODELS name (None: DEFAULT_COST_MODEL) built from `inputs`; a CostModel as it
-    is; a path: a calibrated model's JSON. Attention DP (`inputs.attention_dp` > 1) is priced
-    by the kernel model only: ValueError for the others."""
+    """A COST_MODELS name (None: `default_cost_model_name` of the chip) built from `inputs`;
+    a CostModel as it is; a path: a calibrated model's JSON. Attention DP
+    (`inputs.attention_dp` > 1) is priced by the kernel model only: ValueError for the others."""
     if isinstance(spec, CostModel):
         return spec
-    name = DEFAULT_COST_MODEL if spec is None else spec
+    name = default_cost_model_name(inputs.hardware) if spec is None else spec
     if isinstance(name, str) and name in COST_MODELS:
         return COST_MODELS[name](inputs)
     if isinstance(name, (str, os.PathLike)):

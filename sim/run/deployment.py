@@ -9,7 +9,7 @@ Parallelism and dtypes as SGLang's flags: `tp`, `ep_size` (dividing tp and the e
 `dp_size` with `enable_dp_attention` (attention data parallelism, priced by the kernel cost
 model), `ep_options` (wide-EP flags, `sim.model.ep_options.EPOptions`), `quantization`
 (fp8, int4-weight-only, none; None keeps the checkpoint's), `kv_cache_dtype`, `expert_zipf`
-(hot experts). `cost_model`: a `sim.cost.registry.COST_MODELS` name (None: the roofline), a
+(hot experts). `cost_model`: a `sim.cost.registry.COST_MODELS` name (None: the kernel model; the roofline on a chip with no kernel constants), a
 CostModel, or a calibrated-model JSON path; `kernel_params`: the kernel model's constants.
 `engine_profile`: the engine simulated (`sim.cost.engine_profile`: its CPU time, default
 schedule and admission; None: SGLang's). `engine`: EngineConfig fields, over the profile's

@@ -33,9 +33,13 @@ from shared.loop.scheduler import Scheduler
 from shared.request.req import Req
 from shared.trace.trace import RequestRecord, Trace
 from sim.cost.base import CostModel, ZeroCostModel, reprice
-from sim.cost.roofline.model import RooflineCostModel
+from sim.cost.engine_profile import EngineProfile
+from sim.cost.registry import COST_MODELS, CostInputs, build_cost_model
+from sim.hardware.hardware import Hardware
 from sim.hardware.lookup import get_hardware
+from sim.model.ep_options import EPOptions
 from sim.model.from_config import get_model_shape
+from sim.run.build import graph_batch_limit
 from sim.run.sim_model_runner import SimModelRunner
 from sim.run.token_source import ReplayTokenSource
 
@@ -67,8 +71,8 @@ class ReplayResult(NamedTuple):
 def replay(trace: Trace | str | os.PathLike[str], cost_model: CostModel | None = None
            ) -> ReplayResult:
     """Replay `trace` (a Trace or a trace file path) teacher-forced; see the module doc.
-    `cost_model=None` prices with the roofline of the header's model (config.json) on its
-    hardware and tp; a trace from a device with no catalogue entry (an exec trace) needs a
+    `cost_model=None` prices with the cost model the header names (`default_cost_model`) on
+    its model (config.json), hardware and parallelism; a trace from a device with no catalogue entry (an exec trace) needs a
     cost model. Raises ValueError for an empty trace or a missing cost model."""
     import pandas as pd
 
@@ -89,14 +93,16 @@ def replay(trace: Trace | str | os.PathLike[str], cost_model: CostModel | None =
     return ReplayResult(float(agree.mean()), first, steps, mape, median)
 
 
-def default_cost_model(trace: Trace) -> RooflineCostModel:
-    """The roofline of the header's model on the header's hardware (a sim trace's
-    executor `{"kind": "sim", "hardware", "tp"}`)."""
+def default_cost_model(trace: Trace, name: str | None = None) -> CostModel:
+    """The cost model the header names (its executor's `cost_model`, e.g. "kernel(...)"), or
+    the COST_MODELS `name` given, rebuilt on the header's model, hardware, parallelism, EP
+    options and engine profile (a sim trace's executor `{"kind": "sim", "hardware", "tp",
+    ...}`); a header naming none: the default on its hardware."""
     ex = trace.executor or {}
     key = ex.get("hardware")
     advice = ("pass a cost model: replay(trace, cost_model=...), e.g. "
               "CalibratedCostModel.fit(trace.steps), or `batchtwin replay --hardware KEY` / "
-              "`--cost-model JSON` / `--fit`")
+              "`--cost-model NAME|JSON` / `--fit`")
     if key is None:
         raise ValueError(f"the trace's executor {ex!r} names no hardware in the catalogue; "
                          f"{advice}")
@@ -107,7 +113,22 @@ def default_cost_model(trace: Trace) -> RooflineCostModel:
                          f"{advice}") from None
     if not trace.model_config:
         raise ValueError(f"the trace header holds no model config.json; {advice}")
-    return RooflineCostModel(get_model_shape(trace.model_config), hardware, int(ex.get("tp", 1)))
+    recorded = str(ex.get("cost_model", "")).split("(")[0]
+    return build_cost_model(name or (recorded if recorded in COST_MODELS else None),
+                            header_cost_inputs(trace, hardware))
+
+
+def header_cost_inputs(trace: Trace, hardware: Hardware) -> CostInputs:
+    """The CostInputs `build_simulation` gave the run that recorded `trace` (its header)."""
+    ex = trace.executor or {}
+    options = EPOptions(**ex["ep_options"]) if "ep_options" in ex else EPOptions()
+    shape = get_model_shape(trace.model_config).with_dtypes(
+        ex.get("weight_dtype", "bf16"), ex.get("kv_dtype", "bf16"))
+    profile = EngineProfile(**ex["engine_profile"]) if "engine_profile" in ex else None
+    return CostInputs(options.physical_shape(shape), hardware, int(ex.get("tp", 1)),
+                      int(ex.get("ep_size", 1)), float(ex.get("expert_zipf", 0.0)),
+                      graph_batch_limit(trace.engine_config), None,
+                      int(ex.get("attention_dp", 1)), options, profile)
 
 
 def replay_schedule(trace: Trace) -> list[str | None]:

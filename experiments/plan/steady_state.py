@@ -1,0 +1,138 @@
+"""Steady state for a rate probe: the warm-up left out, the measurement window, the growth
+test and the stopping rule.
+
+A run starts with an empty engine, so its first requests see a small running batch and no
+queue; a short run at a rate the engine cannot sustain ends before its queue and batch have
+grown, and looks sustainable. So a probe at rate λ is judged on a window:
+
+- **Warm-up**: the requests that arrived before t_w = max(WARMUP_FRACTION of the arrival
+  span, the p99 request lifetime): by then the batch has turned over at least once (the
+  transient of a queue lasts about one residence time). They are served, not measured.
+  (At most half the span: a run whose requests outlive it still gets a window, unsettled.)
+- **Window**: the requests that arrived in [t_w, last arrival]; the SLO statistics are
+  theirs (`shared.trace.window_summary`).
+- **Growth test** (a queue is stable only when λ < μ, its completion rate; above it the
+  backlog grows as (λ - μ)·t: Kleinrock, *Queueing Systems* vol. 1, §1.3): the backlog
+  (arrived, not finished) at the last arrival minus the backlog at t_w, as a fraction of the
+  requests that arrived in the window. Above GROWTH_TOLERANCE, and beyond what a stable
+  backlog wanders (3 standard deviations of the difference of two Poisson counts of mean L,
+  L the mean number of requests in the system over the window: requests served side by
+  side), the rate is
+  unsustainable, whatever its percentiles say; the warm-up's length does not enter. Above
+  GROWTH_TOLERANCE but within the wander, the run is not settled: it is made longer.
+- **Stopping rule** (a run is long enough when its answer has settled, as in batch-means
+  output analysis: Law, *Simulation Modeling and Analysis*, §9.5): the window's two halves
+  (by arrival) agree on every objective within CONVERGENCE_TOLERANCE of its limit and on
+  the mean running batch within that fraction of it (plus one request), the backlog holds
+  within GROWTH_TOLERANCE, and the window spans at least
+  LIFETIMES p99 lifetimes. Otherwise the run is repeated with twice the requests, up to
+  MAX_SCALE times the plan's `--num-requests`.
+
+A run that misses an objective or fails the growth test is conclusive at once (a longer
+run only adds load); a pass needs a settled window. A pass that never settles is a miss.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from shared.trace.window_summary import window_summary
+
+WARMUP_FRACTION = 0.2
+LIFETIMES = 2.0
+CONVERGENCE_TOLERANCE = 0.1
+GROWTH_TOLERANCE = 0.03
+MAX_SCALE = 16
+
+
+class Window(NamedTuple):
+    """A run's measurement window and the evidence that it is steady (module doc)."""
+
+    start: float                 # t_w: the warm-up's end (s)
+    end: float                   # the last arrival (s)
+    summary: dict[str, Any]      # window_summary over [start, end]
+    halves: tuple[dict[str, float], dict[str, float]]   # objectives and mean batch per half
+    growth: float                # backlog growth over the window / its arrivals
+    wander: float                # 3 std of a stable backlog's growth / the window's arrivals
+    lifetime_p99: float          # p99 of the requests' E2E (s)
+
+    @property
+    def sustainable(self) -> bool:
+        return self.growth <= max(GROWTH_TOLERANCE, self.wander)
+
+    def settled(self, limits: dict[str, float]) -> bool:
+        """The halves agree (module doc), the backlog holds within GROWTH_TOLERANCE and the
+        window spans LIFETIMES p99 lifetimes."""
+        first, second = self.halves
+        if not (self.end - self.start >= LIFETIMES * self.lifetime_p99
+                and self.growth <= GROWTH_TOLERANCE):
+            return False
+        batch = max(first["batch"], second["batch"])
+        if not abs(first["batch"] - second["batch"]) <= CONVERGENCE_TOLERANCE * batch + 1:
+            return False   # NOTE: one request of slack: a small batch's mean wanders by that
+        return all(_close(first[k], second[k], limit) for k, limit in limits.items())
+
+    def evidence(self) -> dict[str, float]:
+        """Flat metrics for the run's row (`window_*`, `half1_*`, `half2_*`)."""
+        first, second = self.halves
+        return {"warmup_s": self.start, "window_s": self.end - self.start,
+                "window_requests": float(self.summary["window_requests"]),
+                "backlog_growth": self.growth, "backlog_wander": self.wander,
+                "lifetime_p99": self.lifetime_p99,
+                **{f"half1_{k}": v for k, v in first.items()},
+                **{f"half2_{k}": v for k, v in second.items()}}
+
+
+def measure(result: Any, engine: Any, keys: tuple[str, ...],
+            warmup_fraction: float = WARMUP_FRACTION) -> Window:
+    """The window of `result` (its engine `engine` for the running batch), the halves read
+    on the objective `keys` (e.g. "tpot_p90"); the warm-up at least `warmup_fraction` of
+    the arrivals' span (module doc)."""
+    requests = result.requests
+    arrival = requests["arrival"].to_numpy(dtype=float)
+    finish = requests["finish_time"].to_numpy(dtype=float)
+    end = float(arrival.max())
+    lifetime = float(np.nanpercentile(finish - arrival, 99)) if np.isfinite(finish).any() else math.inf
+    start = min(max(warmup_fraction * end, lifetime), end / 2)   # NOTE: a window, if not a settled one
+    mid = (start + end) / 2
+    halves = (_half(result, engine, start, mid, keys), _half(result, engine, mid, end, keys))
+    arrived = max(int(((arrival >= start) & (arrival <= end)).sum()), 1)
+    wander = 3 * math.sqrt(2 * max(_in_system(arrival, finish, start, end), 1.0)) / arrived
+    return Window(start, end, window_summary(result, start, end), halves,
+                  _growth(arrival, finish, start, end), wander, lifetime)
+
+
+def _half(result: Any, engine: Any, start: float, end: float,
+          keys: tuple[str, ...]) -> dict[str, float]:
+    summary = window_summary(result, start, end)
+    steps = engine.steps
+    t = steps["start_time"].to_numpy(dtype=float)
+    inside = (t >= start) & (t < end)
+    batch = float(steps["batch_size"].to_numpy(dtype=float)[inside].mean()) if inside.any() else 0.0
+    return {"batch": batch, **{k: float(summary[k]) for k in keys}}
+
+
+def _growth(arrival: np.ndarray, finish: np.ndarray, start: float, end: float) -> float:
+    """(backlog at end - backlog at start) / arrivals in [start, end]; a request that never
+    finished counts as waiting."""
+    def backlog(t: float) -> int:
+        return int((arrival <= t).sum()) - int((finish <= t).sum())
+
+    arrived = int(((arrival >= start) & (arrival <= end)).sum())
+    return (backlog(end) - backlog(start)) / max(arrived, 1)
+
+
+def _in_system(arrival: np.ndarray, finish: np.ndarray, start: float, end: float) -> float:
+    """The mean number of requests arrived and not finished over [start, end] (every engine
+    of the run)."""
+    done = np.where(np.isnan(finish), end, finish)
+    overlap = np.clip(np.minimum(done, end) - np.maximum(arrival, start), 0.0, None)
+    return float(overlap.sum()) / max(end - start, 1e-12)
+
+
+def _close(a: float, b: float, scale: float) -> bool:
+    """|a - b| within CONVERGENCE_TOLERANCE of `scale` (NaN: not close)."""
+    return abs(a - b) <= CONVERGENCE_TOLERANCE * scale
