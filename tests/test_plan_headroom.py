@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.plan.grid import Candidate
-from experiments.plan.headroom import CAPACITY, capacity_bound, recommend
+from experiments.plan.headroom import CAPACITY, recommend
 from experiments.plan.point import Point, PointResult
 from experiments.plan.slo import SLOTargets
 
@@ -20,20 +20,18 @@ def _run(rate: float, tpot: float, ttft: float = 0.1, seed: int = 0) -> PointRes
 
 def test_the_point_is_where_the_binding_objective_reaches_80_percent_of_its_limit():
     """Between the tried rates around it, linearly; the worst seed counts."""
-    runs = [_run(10, 0.05), _run(20, 0.06), _run(20, 0.07, seed=1), _run(25, 0.09)]
-    point = recommend(runs, 25, SLO)
+    runs = [_run(10, 0.05), _run(20, 0.06), _run(20, 0.07, seed=1), _run(25, 0.09), _run(30, 0.095)]
+    point = recommend(runs, 30, SLO)
     assert point.rate == pytest.approx(22.5) and point.binding == "tpot_p90"
     assert point.pressure == pytest.approx(0.8)
 
 
-def test_a_capacity_bound_max_rate_is_run_at_80_percent_utilisation():
-    """When the backlog, not an objective, stops the rate, the point is 80% of it."""
+def test_the_point_is_at_most_80_percent_of_the_max_rate():
+    """Objectives far from their limits at the max rate (a TTFT knee just above it): the
+    point is 80% of the max rate."""
     runs = [_run(15, 0.02), _run(30, 0.03)]
-    assert recommend(runs, 30, SLO).rate == 30       # objectives alone: far from their limits
-    point = recommend(runs, 30, SLO, capacity_bound=True)
+    point = recommend(runs, 30, SLO)
     assert (point.rate, point.binding) == (pytest.approx(24.0), CAPACITY)
-    assert capacity_bound(("backlog_growth",), False) and capacity_bound((), True)
-    assert not capacity_bound(("tpot_p90",), False)
 
 
 def test_no_rate_under_80_percent_of_a_limit_means_no_recommended_point():

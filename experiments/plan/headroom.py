@@ -3,9 +3,11 @@ objective stays at or under HEADROOM of its limit (the binding percentile at 80%
 limit), so that a busier hour, a burst or a cost model off by its error band still meets the
 SLOs. It is read off the steady-state runs around the max rate (the curve, every seed: the
 worst seed counts), linearly interpolated between the two tried rates that bracket it.
-Where the max rate is the engine's capacity (above it the backlog grows), the point is also
-at most HEADROOM of it: a queue run near its capacity waits long at every burst (the
-waiting time grows as 1 / (1 - utilisation)).
+The point is also at most HEADROOM of the max rate: near its capacity an engine's queue
+waits long at every burst (the waiting time grows as 1 / (1 - utilisation)), so TTFT
+turns from flat to over its limit within a few percent of the rate (a knee no
+interpolation sees). Where even the lowest rate tried runs an objective above HEADROOM of
+its limit there is no point: the report says so.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from experiments.plan.point import PointResult
 from experiments.plan.slo import SLOTargets
 
 HEADROOM = 0.8
-CAPACITY = "capacity"   # the binding limit when the max rate is the engine's throughput
+CAPACITY = "capacity"   # the binding limit when HEADROOM of the max rate is the lower
 
 
 class OperatingPoint(NamedTuple):
@@ -39,20 +41,14 @@ def pressure(results: Sequence[PointResult], slo: SLOTargets) -> tuple[float, st
 
 
 def recommend(runs: Sequence[PointResult], max_rate: float, slo: SLOTargets,
-              capacity_bound: bool = False, headroom: float = HEADROOM) -> OperatingPoint:
-    """The operating point (module doc) from `runs` at rates up to `max_rate`; when what
-    stops the rate is the engine's capacity (`capacity_bound`: the backlog grows above it,
-    or it is capped at saturation), at most `headroom` of the max rate too."""
+              headroom: float = HEADROOM) -> OperatingPoint:
+    """The operating point (module doc) from `runs` at rates up to `max_rate`: at most
+    `headroom` of the max rate, lower where an objective reaches `headroom` of its limit
+    first."""
     point = _by_objectives(runs, max_rate, slo, headroom)
-    if capacity_bound and (point.rate is None or point.rate > headroom * max_rate):
+    if point.rate is not None and point.rate > headroom * max_rate:
         return OperatingPoint(headroom * max_rate, headroom, CAPACITY)
     return point
-
-
-def capacity_bound(missed: Sequence[str], capped: bool) -> bool:
-    """Whether a rate is stopped by capacity: capped at saturation, or the lowest failing
-    rate missed by its backlog growing or never settling (`missed` keys)."""
-    return capped or any(k in ("backlog_growth", "steady_state") for k in missed)
 
 
 def _by_objectives(runs: Sequence[PointResult], max_rate: float, slo: SLOTargets,

@@ -168,7 +168,7 @@ def execute(spec, grid: Grid, candidates, args: argparse.Namespace,
     from tqdm import tqdm
 
     from experiments.plan.fleet_choice import fewest_gpus, target_line
-    from experiments.plan.headroom import capacity_bound, recommend
+    from experiments.plan.headroom import recommend
     from experiments.plan.pool import make_pool
     from experiments.plan.search import curve_points, rank, search_rates
 
@@ -185,9 +185,8 @@ def execute(spec, grid: Grid, candidates, args: argparse.Namespace,
         curve, operating = [], None
         if best.feasible:
             with tqdm(desc="plan: curve of the best", unit="run", disable=quiet) as bar:
-                curve = pool.run(curve_points(best, spec.seeds), bar)
-            bound = capacity_bound([k for r in best.at_failed for k in r.missed], best.capped)
-            operating = recommend([*best.at_rate, *curve], best.rate, spec.slo, bound)
+                curve = pool.run(curve_points(spec, best), bar)
+            operating = recommend([*best.at_rate, *curve], best.rate, spec.slo)
     out.mkdir(parents=True, exist_ok=True)
     remove_stale(out, PLAN_FILES)   # NOTE: --overwrite: only this plan's files remain
     prices = prices or {}

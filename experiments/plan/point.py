@@ -94,6 +94,7 @@ class Point:
     rate: float
     seed: int
     phase: str  # "probe", "floor", "search", "curve" or "detail" (module doc)
+    scale: int = 1   # the first run's requests, times the phase's (`run_point` doubles them)
 
 
 @dataclass(frozen=True)
@@ -140,10 +141,11 @@ def requests_of(spec: PlanSpec, point: Point) -> int:
 
 
 def run_point(spec: PlanSpec, point: Point) -> PointResult:
-    """Run one point: the saturation probe once; any other until its window settles
-    (`experiments.plan.steady_state`). Bad input comes back as `error` text (exceptions may
-    not pickle)."""
-    scale = 1
+    """Run one point: the saturation probe once; any other from `point.scale` times its
+    phase's requests, doubled until its window settles (`experiments.plan.steady_state`),
+    at most MAX_SCALE times. Bad input comes back as `error` text (exceptions may not
+    pickle)."""
+    scale = point.scale
     while True:
         try:
             result = simulate_point(spec, point, scale)
@@ -156,7 +158,7 @@ def run_point(spec: PlanSpec, point: Point) -> PointResult:
         judged = _judged(spec, point, result, window)
         if judged.violations or window.settled(limits):
             return judged
-        if scale >= MAX_SCALE:
+        if scale >= MAX_SCALE * point.scale:
             return dataclasses.replace(judged, violations=(
                 f"no steady state within {len(result.requests)} requests (the window's "
                 f"halves still disagree)",), missed=("steady_state",))

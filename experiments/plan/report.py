@@ -98,13 +98,11 @@ def operating_text(operating: OperatingPoint | None, rate: float) -> str:
                 f"margin to spare elsewhere, or add GPUs.")
     head = (f"**Recommended operating point: {format_rate(operating.rate)} req/s** "
             f"({operating.rate / rate:.0%} of the max rate)")
-    if operating.binding == CAPACITY:
-        return (f"{head}: the max rate is the engine's capacity (above it the backlog grows), "
-                f"so the point runs it at {HEADROOM:.0%} utilisation: room for a busier hour, "
-                f"bursts and the cost model's error.")
-    return (f"{head}, where the binding objective, {operating.binding}, is at "
-            f"{operating.pressure:.0%} of its limit (headroom {HEADROOM:.0%}): room for a "
-            f"busier hour, bursts and the cost model's error.")
+    why = (f"{HEADROOM:.0%} of the max rate: near it the queue, and TTFT, climb steeply"
+           if operating.binding == CAPACITY else
+           f"where the binding objective, {operating.binding}, reaches {operating.pressure:.0%} "
+           f"of its limit, below {HEADROOM:.0%} of the max rate")
+    return f"{head}, {why}: room for a busier hour, bursts and the cost model's error."
 
 
 def steady_state(best: Outcome) -> str:

@@ -7,12 +7,15 @@ floor run (FLOOR_REQUESTS requests at `min_rate_fraction * S`, a lightly loaded 
 tells whether any rate can pass: if it misses too, the configuration is infeasible. Else the
 search halves from S until a rate passes, then bisects (geometric mean) between the highest
 passing and lowest failing rate until they are within `rate_tolerance`. A rate passes when
-the run of every seed meets every objective and completes every request. All configurations
-advance together, one round of runs at a time, so the pool stays busy.
+the run of every seed meets every objective in its steady-state window and completes every
+request (`experiments.plan.steady_state`); the other seeds run only when the first passes,
+and a configuration's search runs start as long as its last passing run needed to settle.
+All configurations advance together, one round of runs at a time, so the pool stays busy.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -112,19 +115,44 @@ def search_rates(spec: PlanSpec, candidates: Sequence[Candidate], pool: PointPoo
     searches = {c: RateSearch(_saturation(p), spec.rate_tolerance, spec.min_rate_fraction)
                 for c, p in zip(candidates, probes, strict=True)}
     runs: dict[Candidate, dict[float, tuple[PointResult, ...]]] = {c: {} for c in candidates}
+    scales = dict.fromkeys(candidates, 1)   # NOTE: where the next search run starts (settled_scale)
     done = list(probes)
     while todo := [(c, *p) for c, s in searches.items() if (p := s.next_point()) is not None]:
-        results = _checked(pool.run([Point(c, r, seed, phase) for c, r, phase in todo
-                                     for seed in spec.seeds], bar))
-        done += results
-        n = len(spec.seeds)
-        for i, (c, r, phase) in enumerate(todo):
-            group = tuple(results[i * n:(i + 1) * n])
+        groups = _seed_groups(spec, pool, bar, [Point(c, r, spec.seeds[0], phase, scales[c]
+                                                      if phase == "search" else 1)
+                                                for c, r, phase in todo])
+        for (c, r, phase), group in zip(todo, groups, strict=True):
+            done += group
             runs[c][r] = group
             searches[c].record(r, phase, all(g.passed for g in group))
+            scales[c] = settled_scale(spec, group, scales[c])
     outcomes = [_outcome(c, p, searches[c], runs[c])
                 for c, p in zip(candidates, probes, strict=True)]
     return outcomes, done
+
+
+def _seed_groups(spec: PlanSpec, pool: PointPool, bar: tqdm,
+                 firsts: list[Point]) -> list[tuple[PointResult, ...]]:
+    """Each point's runs: its first seed's, then, only where that passed, the other seeds'
+    (a rate passes when every seed does: one miss decides it)."""
+    first = _checked(pool.run(firsts, bar))
+    passed = [i for i, r in enumerate(first) if r.passed]
+    more = _checked(pool.run([dataclasses.replace(firsts[i], seed=seed) for i in passed
+                              for seed in spec.seeds[1:]], bar))
+    groups = [(r,) for r in first]
+    n = len(spec.seeds) - 1
+    for j, i in enumerate(passed):
+        groups[i] = (first[i], *more[j * n:(j + 1) * n])
+    return groups
+
+
+def settled_scale(spec: PlanSpec, group: Sequence[PointResult], scale: int) -> int:
+    """Where a configuration's next search runs start: the fewest requests (as a multiple of
+    --num-requests) that a passing search run of it needed to settle, once one has (a
+    bisection near the max rate needs about as long a run as the rate before it)."""
+    settled = [int(r.metrics["num_requests"]) // spec.workload.num_requests for r in group
+               if r.passed and r.point.phase == "search"]
+    return max(1, min(settled)) if settled else scale
 
 
 def rank(outcomes: Sequence[Outcome], slo: SLOTargets) -> list[Outcome]:
@@ -139,11 +167,13 @@ def rank(outcomes: Sequence[Outcome], slo: SLOTargets) -> list[Outcome]:
     return sorted(outcomes, key=key)
 
 
-def curve_points(outcome: Outcome, seeds: Sequence[int]) -> list[Point]:
-    """Runs around the found rate for the latency-rate curves."""
+def curve_points(spec: PlanSpec, outcome: Outcome) -> list[Point]:
+    """Runs around the found rate for the latency-rate curves, on the first seed (the found
+    rate has every seed's), each starting as long as the runs at the found rate settled."""
     assert outcome.rate is not None
-    return [Point(outcome.candidate, outcome.rate * f, seed, "curve")
-            for f in CURVE_FRACTIONS for seed in seeds]
+    scale = settled_scale(spec, outcome.at_rate, 1)
+    return [Point(outcome.candidate, outcome.rate * f, spec.seeds[0], "curve", scale)
+            for f in CURVE_FRACTIONS]
 
 
 def _finite(x: float) -> float:

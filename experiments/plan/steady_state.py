@@ -13,13 +13,12 @@ grown, and looks sustainable. So a probe at rate λ is judged on a window:
   theirs (`shared.trace.window_summary`).
 - **Growth test** (a queue is stable only when λ < μ, its completion rate; above it the
   backlog grows as (λ - μ)·t: Kleinrock, *Queueing Systems* vol. 1, §1.3): the backlog
-  (arrived, not finished) at the last arrival minus the backlog at t_w, as a fraction of the
-  requests that arrived in the window. Above GROWTH_TOLERANCE, and beyond what a stable
-  backlog wanders (3 standard deviations of the difference of two Poisson counts of mean L,
-  L the mean number of requests in the system over the window: requests served side by
-  side), the rate is
-  unsustainable, whatever its percentiles say; the warm-up's length does not enter. Above
-  GROWTH_TOLERANCE but within the wander, the run is not settled: it is made longer.
+  (arrived, not finished, every engine) over the window, its least-squares slope as a
+  fraction of the arrival rate. Above GROWTH_TOLERANCE, and beyond 3 standard errors of the
+  slope (`backlog_trend`: a stable backlog wanders, correlated over about a request's
+  lifetime), the rate is unsustainable, whatever its percentiles say; the warm-up's length
+  does not enter. Above GROWTH_TOLERANCE but within the wander, the run is not settled: it
+  is made longer.
 - **Stopping rule** (a run is long enough when its answer has settled, as in batch-means
   output analysis: Law, *Simulation Modeling and Analysis*, §9.5): the window's two halves
   (by arrival) agree on every objective within CONVERGENCE_TOLERANCE of its limit and on
@@ -42,10 +41,11 @@ import numpy as np
 from shared.trace.window_summary import window_summary
 
 WARMUP_FRACTION = 0.2
-LIFETIMES = 2.0
+LIFETIMES = 1.0
+TREND_SAMPLES = 256
 CONVERGENCE_TOLERANCE = 0.1
 GROWTH_TOLERANCE = 0.03
-MAX_SCALE = 16
+MAX_SCALE = 8
 
 
 class Window(NamedTuple):
@@ -55,8 +55,8 @@ class Window(NamedTuple):
     end: float                   # the last arrival (s)
     summary: dict[str, Any]      # window_summary over [start, end]
     halves: tuple[dict[str, float], dict[str, float]]   # objectives and mean batch per half
-    growth: float                # backlog growth over the window / its arrivals
-    wander: float                # 3 std of a stable backlog's growth / the window's arrivals
+    growth: float                # the backlog's slope over the window / its arrival rate
+    wander: float                # 3 standard errors of that slope, the same fraction
     lifetime_p99: float          # p99 of the requests' E2E (s)
 
     @property
@@ -99,10 +99,8 @@ def measure(result: Any, engine: Any, keys: tuple[str, ...],
     start = min(max(warmup_fraction * end, lifetime), end / 2)   # NOTE: a window, if not a settled one
     mid = (start + end) / 2
     halves = (_half(result, engine, start, mid, keys), _half(result, engine, mid, end, keys))
-    arrived = max(int(((arrival >= start) & (arrival <= end)).sum()), 1)
-    wander = 3 * math.sqrt(2 * max(_in_system(arrival, finish, start, end), 1.0)) / arrived
-    return Window(start, end, window_summary(result, start, end), halves,
-                  _growth(arrival, finish, start, end), wander, lifetime)
+    growth, wander = backlog_trend(arrival, finish, start, end)
+    return Window(start, end, window_summary(result, start, end), halves, growth, wander, lifetime)
 
 
 def _half(result: Any, engine: Any, start: float, end: float,
@@ -115,22 +113,26 @@ def _half(result: Any, engine: Any, start: float, end: float,
     return {"batch": batch, **{k: float(summary[k]) for k in keys}}
 
 
-def _growth(arrival: np.ndarray, finish: np.ndarray, start: float, end: float) -> float:
-    """(backlog at end - backlog at start) / arrivals in [start, end]; a request that never
-    finished counts as waiting."""
-    def backlog(t: float) -> int:
-        return int((arrival <= t).sum()) - int((finish <= t).sum())
-
-    arrived = int(((arrival >= start) & (arrival <= end)).sum())
-    return (backlog(end) - backlog(start)) / max(arrived, 1)
-
-
-def _in_system(arrival: np.ndarray, finish: np.ndarray, start: float, end: float) -> float:
-    """The mean number of requests arrived and not finished over [start, end] (every engine
-    of the run)."""
-    done = np.where(np.isnan(finish), end, finish)
-    overlap = np.clip(np.minimum(done, end) - np.maximum(arrival, start), 0.0, None)
-    return float(overlap.sum()) / max(end - start, 1e-12)
+def backlog_trend(arrival: np.ndarray, finish: np.ndarray, start: float, end: float
+                  ) -> tuple[float, float]:
+    """(growth, wander): the backlog's least-squares slope over [start, end] (requests
+    arrived and not finished, every engine, sampled at TREND_SAMPLES times) as a fraction of
+    the window's arrival rate, and 3 standard errors of that slope, the same fraction. The
+    backlog of a stable queue is correlated over about a request's lifetime, so the slope's
+    standard error counts one independent sample per mean lifetime (at least 2)."""
+    span = max(end - start, 1e-12)
+    inside = (arrival >= start) & (arrival <= end)
+    rate = max(int(inside.sum()), 1) / span
+    t = np.linspace(start, end, TREND_SAMPLES)                                  # [S]
+    done = np.sort(np.where(np.isnan(finish), np.inf, finish))
+    backlog = np.searchsorted(np.sort(arrival), t, "right") - np.searchsorted(done, t, "right")
+    slope, intercept = np.polyfit(t, backlog.astype(float), 1)
+    spread = float((backlog - (slope * t + intercept)).std())
+    life = np.where(np.isnan(finish), end, finish)[inside] - arrival[inside]
+    lifetime = float(life.mean()) if life.size else span
+    independent = max(span / max(lifetime, span / TREND_SAMPLES), 2.0)
+    error = spread * math.sqrt(12) / (span * math.sqrt(independent))
+    return float(slope) / rate, 3 * error / rate
 
 
 def _close(a: float, b: float, scale: float) -> bool:

@@ -1,7 +1,7 @@
 """Do `batchtwin plan`'s answers hold when the run is made longer?
 
-    python -m experiments.plan_holds                      # the README's three plans
-    python -m experiments.plan_holds --plans default --scale 4 --seeds 100,101,102
+    python -m experiments.plan.holds                      # the README's three plans
+    python -m experiments.plan.holds --plans default --scale 4 --seeds 100,101,102
 
 For each plan (the README's: the default, the 70B `--tp 4,8` plan, the 70B fleet
 `--target-rate 40` plan):
@@ -28,6 +28,7 @@ import dataclasses
 import io
 import json
 import math
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -44,7 +45,10 @@ PLANS = {
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--plans", default=",".join(PLANS), help=f"comma list of {', '.join(PLANS)}")
+    p.add_argument("--plans", default=",".join(PLANS),
+                   help=f"comma list of {', '.join(PLANS)}, or custom (--custom's flags)")
+    p.add_argument("--custom", default="", metavar="FLAGS",
+                   help="the plan flags of a plan named custom, e.g. \"--model llama-3-70b --tp 4\"")
     p.add_argument("--scale", type=int, default=4, help="how much longer the checks run")
     p.add_argument("--seeds", default="100,101,102", help="seeds the plans do not use")
     p.add_argument("--rate-tolerance", type=float, default=0.05)
@@ -52,7 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=None, help="the plans' --jobs")
     args = p.parse_args(argv)
     seeds = tuple(int(s) for s in args.seeds.split(","))
-    rows = [check_plan(name, args, seeds) for name in args.plans.split(",")]
+    plans = {**PLANS, "custom": shlex.split(args.custom)}
+    unknown = [n for n in args.plans.split(",") if n not in plans]
+    if unknown:
+        p.error(f"--plans: unknown plan(s) {', '.join(unknown)}; known: {', '.join(plans)}")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    rows = [check_plan(name, plans[name], args, seeds) for name in args.plans.split(",")]
     Path(args.out, "holds.json").write_text(json.dumps(rows, indent=2, default=str) + "\n")
     ok = all(r["holds"] for r in rows)
     print(f"\n{'all plans hold' if ok else 'some plan does not hold'} "
@@ -60,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def check_plan(name: str, args: argparse.Namespace, seeds: tuple[int, ...]) -> dict[str, Any]:
-    flags = PLANS[name] + ([] if args.jobs is None else ["--jobs", str(args.jobs)])
+def check_plan(name: str, plan_flags: list[str], args: argparse.Namespace,
+               seeds: tuple[int, ...]) -> dict[str, Any]:
+    flags = plan_flags + ([] if args.jobs is None else ["--jobs", str(args.jobs)])
     out = Path(args.out)
     plan, seconds = run_plan(flags, out / name)
     n = plan["workload"]["num_requests"] * args.scale
