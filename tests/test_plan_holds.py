@@ -1,10 +1,10 @@
-"""`python -m experiments.plan.holds`: a plan re-checked longer and on other seeds."""
+"""`python -m experiments.plan_holds`: a plan re-checked longer and on other seeds."""
 
 from __future__ import annotations
 
 import json
 
-from experiments.plan.holds import main
+from experiments.plan_holds import main
 
 TINY = ("--model smollm2-135m --workload synthetic --prompt-len 64 --output-len 16 "
         "--num-requests 40 --seeds 1 --rate-tolerance 0.2 --chunked-prefill-size 512 "

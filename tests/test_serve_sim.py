@@ -174,3 +174,17 @@ def test_a_body_that_is_not_a_request_gets_a_400_naming_the_problem(server, body
     assert error["param"] == param and says in error["message"]
 
 
+
+
+@pytest.mark.parametrize(("flags", "model"), [([], "kernel("), (["--cost-model", "roofline"], "roofline(")])
+def test_serve_simulate_prices_with_the_kernel_cost_model_by_default(flags, model):
+    """`serve --simulate` builds its engine on the default cost model, the kernel model
+    (its server info names it); --cost-model roofline keeps the roofline."""
+    import argparse
+
+    from experiments.serve import serve_cmd
+
+    parser = argparse.ArgumentParser()
+    serve_cmd.configure(parser)
+    engine, _ = serve_cmd._simulated(parser.parse_args(["--simulate", *flags]))
+    assert engine.server_info()["cost_model"].startswith(model)

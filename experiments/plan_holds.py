@@ -1,7 +1,7 @@
 """Do `batchtwin plan`'s answers hold when the run is made longer?
 
-    python -m experiments.plan.holds                      # the README's three plans
-    python -m experiments.plan.holds --plans default --scale 4 --seeds 100,101,102
+    python -m experiments.plan_holds                      # the README's three plans
+    python -m experiments.plan_holds --plans default --scale 4 --seeds 100,101,102
 
 For each plan (the README's: the default, the 70B `--tp 4,8` plan, the 70B fleet
 `--target-rate 40` plan):
