@@ -9,9 +9,9 @@ importing one part of the spec (a request, a workload generator) loads only that
 
 from __future__ import annotations
 
-import importlib
 from types import MappingProxyType
-from typing import Any
+
+from shared.lazy_exports import lazy_exports
 
 EXPORTS = MappingProxyType({   # public name -> the module that defines it
     "GENERATORS": "shared.workload.registry",
@@ -81,12 +81,4 @@ EXPORTS = MappingProxyType({   # public name -> the module that defines it
 __all__ = sorted(EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    """The public `name`, imported from its module (`EXPORTS`)."""
-    if name not in EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(EXPORTS[name]), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS, globals())
