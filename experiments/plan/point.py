@@ -6,10 +6,12 @@ same requests at a given (rate, seed). `rate=inf` is the saturation probe: PROBE
 as many requests, all at t=0, so the engine runs full (the batch limited by KV capacity or
 max_running_requests) for a while. `saturation` is the completion rate while it is full: from
 the 10th percentile finish time to the last step with a request waiting (the 10th to 90th
-percentile finish times when requests never wait that long). A "floor" run has at most
-FLOOR_REQUESTS requests: at a low rate latency hardly depends on the run's length.
-Goodput = rate x SLO attainment (the fraction of requests meeting the per-request limits);
-it avoids the drain tail a finite run adds to `request_throughput`.
+percentile finish times when requests never wait that long). A "floor" run starts at most
+FLOOR_REQUESTS requests. Every run but the probe is judged on its steady-state window and
+made longer until that settles (`experiments.plan.steady_state`, `run_point`): its metrics
+are the window's. Goodput = rate x SLO attainment (the fraction of the window's requests
+meeting the per-request limits); it avoids the drain tail a finite run adds to
+`request_throughput`.
 """
 
 from __future__ import annotations
