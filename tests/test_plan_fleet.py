@@ -105,3 +105,28 @@ def test_without_ray_the_backend_says_how_to_install_it(tmp_path, capsys, monkey
     monkeypatch.setitem(sys.modules, "ray", None)
     assert main([*SMALL, "--out", str(tmp_path / "noray"), "--backend", "ray"]) == 1
     assert 'pip install -e ".[ray]"' in capsys.readouterr().err
+
+
+def test_the_pareto_fronts_points_are_numbered_and_named_in_a_table_not_on_the_plot():
+    """Front points carry a number on the plot; the table beside it names each number's
+    layout, rate, TPOT and binding limit, one line each, in front order."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from experiments.plan.pareto import FleetPoint, front_table, pareto_front
+
+    points = [FleetPoint(f"h100 tp{tp} dp{dp} chunk=8192", "compute", 10.0 * dp, tpot, tokens, 1.0)
+              for tp, dp, tpot, tokens in ((4, 1, 0.02, 500), (4, 2, 0.03, 600), (8, 2, 0.04, 550),
+                                           (8, 4, 0.05, 700))]
+    front = pareto_front(points)
+    assert [p.label.split(" chunk")[0] for p in front] == ["h100 tp4 dp1", "h100 tp4 dp2",
+                                                           "h100 tp8 dp4"]
+    fig, ax = plt.subplots()
+    front_table(ax, front)
+    lines = ax.texts[0].get_text().splitlines()[2:]
+    plt.close(fig)
+    assert lines == [" 1  h100 tp4 dp1 @ 10/s, 20 ms (compute)",
+                     " 2  h100 tp4 dp2 @ 20/s, 30 ms (compute)",
+                     " 3  h100 tp8 dp4 @ 40/s, 50 ms (compute)"]

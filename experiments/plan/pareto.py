@@ -2,8 +2,9 @@
 rates (all seeds met the SLOs there).
 
 Left: output tokens/s per GPU against TPOT p90 (worst seed); the Pareto front (no other
-point has both more tokens per GPU and a lower TPOT) is joined and each of its points named
-with its configuration and the limit that binds it. Right: cost per million output tokens
+point has both more tokens per GPU and a lower TPOT) is joined and its points numbered, the
+table beside the plot naming each number's configuration, rate and binding limit (labels on
+the plot overlapped). Right: cost per million output tokens
 against rate, one line per layout (hardware, tp, dp, ep, dtypes: its cheapest passing
 configuration at each rate; GPU-hours per million tokens without --gpu-hour-price). Runs
 above a configuration's saturation throughput are left out (a finite run there can pass
@@ -72,18 +73,19 @@ def write_pareto(out: Path, points: Sequence[FleetPoint], priced: bool, title: s
     from experiments.plan.plots import _pyplot
 
     plt = _pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    fig, (left, key, right) = plt.subplots(1, 3, figsize=(17, 5.5),
+                                           gridspec_kw={"width_ratios": (5, 3, 5)})
     left.scatter([p.tpot_p90 * 1e3 for p in points], [p.tokens_per_gpu for p in points],
                  s=14, color="0.6", label="passing runs")
     front = pareto_front(points)
     left.plot([p.tpot_p90 * 1e3 for p in front], [p.tokens_per_gpu for p in front], "o-",
-              color="C3", label="Pareto front")
-    for p in front:
-        left.annotate(f"{_short(p.label)} @ {p.rate:.3g}/s ({p.limit})",
-                      (p.tpot_p90 * 1e3, p.tokens_per_gpu), fontsize=7,
-                      xytext=(4, 4), textcoords="offset points")
+              color="C3", label="Pareto front (numbered: see the table)")
+    for i, p in enumerate(front, 1):   # NOTE: numbers on the plot, names in the table beside it
+        left.annotate(str(i), (p.tpot_p90 * 1e3, p.tokens_per_gpu), fontsize=8, color="C3",
+                      xytext=(3, 3), textcoords="offset points")
     left.set(xlabel="TPOT p90 (ms)", ylabel="output tokens/s per GPU")
     left.legend(fontsize=8)
+    front_table(key, front)
     for layout in dict.fromkeys(_short(p.label) for p in points):
         mine = _cheapest_by_rate([p for p in points if _short(p.label) == layout])
         right.plot([p.rate for p in mine], [p.cost for p in mine], "o-", ms=3, label=layout)
@@ -96,6 +98,15 @@ def write_pareto(out: Path, points: Sequence[FleetPoint], priced: bool, title: s
     fig.savefig(out / PARETO_PNG, dpi=110)
     plt.close(fig)
     return PARETO_PNG
+
+
+def front_table(ax, front: Sequence[FleetPoint]) -> None:
+    """The Pareto front's points by number: configuration, rate and binding limit."""
+    ax.axis("off")
+    lines = [f"{i:>2}  {_short(p.label)} @ {p.rate:.3g}/s, {p.tpot_p90 * 1e3:.0f} ms ({p.limit})"
+             for i, p in enumerate(front, 1)]
+    ax.text(0.0, 1.0, "Pareto front\n\n" + "\n".join(lines), va="top", ha="left",
+            family="monospace", fontsize=7, transform=ax.transAxes)
 
 
 def _cheapest_by_rate(points: Sequence[FleetPoint]) -> list[FleetPoint]:
