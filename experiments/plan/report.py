@@ -116,12 +116,12 @@ def steady_state(best: Outcome) -> str:
              "; ".join(r.violations) or "passed"] for r in runs]
     return (f"## Steady state\n\nAt {format_rate(runs[0].point.rate)} req/s, per seed: the "
             f"requests simulated, the warm-up left out (the larger of {WARMUP_FRACTION:.0%} of "
-            f"the arrivals' span and the p99 request lifetime), the measurement window, the "
+            f"the arrivals' span and the p90 request lifetime), the measurement window, the "
             f"backlog's growth over it (above {GROWTH_TOLERANCE:.0%} of its requests, and "
             f"beyond a stable backlog's wander, the rate is unsustainable) and the mean running "
             f"batch of its two halves. A run is made twice as long until the halves agree "
             f"within {CONVERGENCE_TOLERANCE:.0%} (each objective, of its limit; the batch) and "
-            f"the window spans {LIFETIMES:g} p99 lifetimes (up to {MAX_SCALE}x the requests; "
+            f"the window spans {LIFETIMES:g} p90 lifetimes (up to {MAX_SCALE}x the requests; "
             f"`experiments.plan.steady_state`).\n\n"
             + table(["seed", "requests", "warm-up", "window", "window requests",
                      "backlog growth", "batch (halves)", "verdict"], rows))

@@ -21,13 +21,15 @@ from shared.trace.trace import Trace
 from shared.trace.trace_itl import trace_inter_token_latencies
 
 
-def window_summary(result: RunResult, start: float, end: float = math.inf) -> dict[str, Any]:
-    """The summary of `result`'s completed requests that arrived in [start, end]."""
+def window_summary(result: RunResult, start: float, end: float = math.inf,
+                   itl: bool = True) -> dict[str, Any]:
+    """The summary of `result`'s completed requests that arrived in [start, end]; without
+    `itl` its ITL stats are NaN (the gaps' pass skipped)."""
     requests = result.requests
     arrival = requests["arrival"].to_numpy(dtype=float)
     inside = (arrival >= start) & (arrival <= end)                 # [R]
     done = completed_rows(result) & inside                          # [R]
-    itl = window_gaps(result.traces, set(requests["rid"][done])) if result.traces else None
+    itl = window_gaps(result.traces, set(requests["rid"][done])) if itl and result.traces else None
     summary = summarize(requests[inside], done[inside], itl, result.slo,
                         None if itl is not None else _no_itl())
     summary["window_requests"] = int(inside.sum())
