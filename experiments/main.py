@@ -78,7 +78,8 @@ def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentPar
                         help="on bad input, show the traceback instead of one line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for cmd in commands:
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        # NOTE: no prefix matching: `plan --rate 5` must not read as --rate-tolerance
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help, allow_abbrev=False)
         cmd.configure(p)
         p.set_defaults(_run=cmd.run, _parser=p)
     return parser

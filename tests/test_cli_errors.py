@@ -128,6 +128,7 @@ USAGE_ERRORS = [
     (["simulate", *SIM, "--num-requests", "-3"], "--num-requests"),
     (["simulate", *SIM, "--num-requests", "0"], "--num-requests"),
     (["plan", "--num-requests", "-3"], "--num-requests"),
+    (["plan", "--rate", "-5"], "--rate"),
     (["plan", "--num-requests", "5"], "--num-requests"),
     (["plan", "--seeds", "0"], "--seeds"),
     (["plan", "--target-rate", "-4"], "--target-rate"),
