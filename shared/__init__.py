@@ -10,8 +10,9 @@ importing one part of the spec (a request, a workload generator) loads only that
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Any
 
-from shared.lazy_exports import lazy_exports
+from shared.lazy_exports import export, exported_names
 
 EXPORTS = MappingProxyType({   # public name -> the module that defines it
     "GENERATORS": "shared.workload.registry",
@@ -81,4 +82,10 @@ EXPORTS = MappingProxyType({   # public name -> the module that defines it
 __all__ = sorted(EXPORTS)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, EXPORTS, globals())
+def __getattr__(name: str) -> Any:
+    """The public `name`, imported from its module (`EXPORTS`)."""
+    return export(__name__, EXPORTS, name)
+
+
+def __dir__() -> list[str]:
+    return exported_names(globals(), EXPORTS)
