@@ -86,3 +86,15 @@ def test_a_run_that_misses_is_judged_at_once(monkeypatch):
     result = run_point(spec, Point(Candidate("h100", 1, None, None, 1, "fcfs"), 20.0, 0, "search"))
     assert scales == [1] and result.missed == ("tpot_p90",)
     assert dataclasses.asdict(result.point)["phase"] == "search"
+
+
+@pytest.mark.parametrize(("ttft", "settled"), [((0.30, 0.70), True), ((1.50, 1.90), False),
+                                               ((1.70, 1.85), True), ((0.3, math.nan), False)])
+def test_halves_settle_when_they_agree_or_are_both_well_under_the_limit(ttft, settled):
+    """TTFT near capacity swings between halves: 0.3 s against 0.7 s under a 2 s limit is a
+    settled pass; 1.5 s against 1.9 s is not; 1.70 against 1.85 agree within 10% of it."""
+    from experiments.plan.steady_state import Window
+
+    halves = tuple({"batch": 50.0, "ttft_p90": t} for t in ttft)
+    window = Window(10.0, 100.0, {}, halves, 0.0, 0.01, 20.0)
+    assert window.settled({"ttft_p90": 2.0}) is settled

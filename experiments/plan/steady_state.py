@@ -23,7 +23,8 @@ grown, and looks sustainable. So a probe at rate λ is judged on a window:
   is made longer.
 - **Stopping rule** (a run is long enough when its answer has settled, as in batch-means
   output analysis: Law, *Simulation Modeling and Analysis*, §9.5): the window's two halves
-  (by arrival) agree on every objective within CONVERGENCE_TOLERANCE of its limit and on
+  (by arrival) agree on every objective within CONVERGENCE_TOLERANCE of its limit (or are
+  both that far under it: the verdict holds either way) and on
   the mean running batch within that fraction of it (plus one request), the backlog holds
   within GROWTH_TOLERANCE, and the window spans at least
   LIFETIMES p90 lifetimes. Otherwise the run is repeated with twice the requests, up to
@@ -76,7 +77,7 @@ class Window(NamedTuple):
         batch = max(first["batch"], second["batch"])
         if not abs(first["batch"] - second["batch"]) <= CONVERGENCE_TOLERANCE * batch + 1:
             return False   # NOTE: one request of slack: a small batch's mean wanders by that
-        return all(_close(first[k], second[k], limit) for k, limit in limits.items())
+        return all(_agree(first[k], second[k], limit) for k, limit in limits.items())
 
     def evidence(self) -> dict[str, float]:
         """Flat metrics for the run's row (`window_*`, `half1_*`, `half2_*`)."""
@@ -138,6 +139,11 @@ def backlog_trend(arrival: np.ndarray, finish: np.ndarray, start: float, end: fl
     return float(slope) / rate, 3 * error / rate
 
 
-def _close(a: float, b: float, scale: float) -> bool:
-    """|a - b| within CONVERGENCE_TOLERANCE of `scale` (NaN: not close)."""
-    return abs(a - b) <= CONVERGENCE_TOLERANCE * scale
+def _agree(a: float, b: float, limit: float) -> bool:
+    """Two halves' values of an objective agree: within CONVERGENCE_TOLERANCE of its limit
+    of each other, or both that far under it (a queue near its capacity swings TTFT
+    between halves, but a verdict with that margin holds either way). NaN: no."""
+    tolerance = CONVERGENCE_TOLERANCE * limit
+    if math.isnan(a) or math.isnan(b):
+        return False
+    return abs(a - b) <= tolerance or max(a, b) <= limit - tolerance
