@@ -18,9 +18,10 @@ grown, and looks sustainable. So a probe at rate λ is judged on a window:
   (arrived, not finished, every engine) over the window, its least-squares slope as a
   fraction of the arrival rate. Above GROWTH_TOLERANCE, and beyond 3 standard errors of the
   slope (`backlog_trend`: a stable backlog wanders, correlated over about a request's
-  lifetime), the rate is unsustainable, whatever its percentiles say; the warm-up's length
-  does not enter. Above GROWTH_TOLERANCE but within the wander, the run is not settled: it
-  is made longer.
+  lifetime), while the running batch holds steady (a batch still filling up grows the
+  backlog too), the rate is unsustainable, whatever its percentiles say; the warm-up's
+  length does not enter. Above GROWTH_TOLERANCE but within the wander, or with the batch
+  still growing, the run is not settled: it is made longer.
 - **Stopping rule** (a run is long enough when its answer has settled, as in batch-means
   output analysis: Law, *Simulation Modeling and Analysis*, §9.5): the window's two halves
   (by arrival) agree on every objective within CONVERGENCE_TOLERANCE of its limit (or are
@@ -64,19 +65,26 @@ class Window(NamedTuple):
     lifetime_p90: float          # p90 of the requests' E2E (s)
 
     @property
+    def batch_steady(self) -> bool:
+        """The halves' mean running batch agree (within CONVERGENCE_TOLERANCE, plus one
+        request: a small batch's mean wanders by that)."""
+        first, second = (h["batch"] for h in self.halves)
+        return abs(first - second) <= CONVERGENCE_TOLERANCE * max(first, second) + 1
+
+    @property
     def sustainable(self) -> bool:
-        return self.growth <= max(GROWTH_TOLERANCE, self.wander)
+        """False when the backlog grows beyond the tolerance and its wander while the batch
+        holds steady (a batch still filling up grows the backlog too: that run is made
+        longer, not judged)."""
+        return self.growth <= max(GROWTH_TOLERANCE, self.wander) or not self.batch_steady
 
     def settled(self, limits: dict[str, float]) -> bool:
         """The halves agree (module doc), the backlog holds within GROWTH_TOLERANCE and the
         window spans LIFETIMES p90 lifetimes."""
         first, second = self.halves
         if not (self.end - self.start >= LIFETIMES * self.lifetime_p90
-                and self.growth <= GROWTH_TOLERANCE):
+                and self.growth <= GROWTH_TOLERANCE and self.batch_steady):
             return False
-        batch = max(first["batch"], second["batch"])
-        if not abs(first["batch"] - second["batch"]) <= CONVERGENCE_TOLERANCE * batch + 1:
-            return False   # NOTE: one request of slack: a small batch's mean wanders by that
         return all(_agree(first[k], second[k], limit) for k, limit in limits.items())
 
     def evidence(self) -> dict[str, float]:
