@@ -24,8 +24,8 @@ grown, and looks sustainable. So a probe at rate λ is judged on a window:
   still growing, the run is not settled: it is made longer.
 - **Stopping rule** (a run is long enough when its answer has settled, as in batch-means
   output analysis: Law, *Simulation Modeling and Analysis*, §9.5): the window's two halves
-  (by arrival) agree on every objective within CONVERGENCE_TOLERANCE of its limit (or are
-  both that far under it: the verdict holds either way) and on
+  (by arrival) agree on every objective within CONVERGENCE_TOLERANCE of its limit (or the
+  second is lower, the first that far under the limit: a passed burst) and on
   the mean running batch within that fraction of it (plus one request), the backlog holds
   within GROWTH_TOLERANCE, and the window spans at least
   LIFETIMES p90 lifetimes. Otherwise the run is repeated with twice the requests, up to
@@ -147,11 +147,13 @@ def backlog_trend(arrival: np.ndarray, finish: np.ndarray, start: float, end: fl
     return float(slope) / rate, 3 * error / rate
 
 
-def _agree(a: float, b: float, limit: float) -> bool:
+def _agree(first: float, second: float, limit: float) -> bool:
     """Two halves' values of an objective agree: within CONVERGENCE_TOLERANCE of its limit
-    of each other, or both that far under it (a queue near its capacity swings TTFT
-    between halves, but a verdict with that margin holds either way). NaN: no."""
+    of each other, or falling from a first half that far under it (a queue near its
+    capacity swings TTFT between halves: a burst early in the window that has passed leaves
+    the verdict as it is; a rise is a drift toward the limit, and the run is made longer).
+    NaN: no."""
     tolerance = CONVERGENCE_TOLERANCE * limit
-    if math.isnan(a) or math.isnan(b):
+    if math.isnan(first) or math.isnan(second):
         return False
-    return abs(a - b) <= tolerance or max(a, b) <= limit - tolerance
+    return abs(second - first) <= tolerance or second <= first <= limit - tolerance
