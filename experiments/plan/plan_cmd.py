@@ -277,10 +277,10 @@ def plan_config(spec, grid: Grid, args, generator: dict) -> dict:
 
 
 def print_result(spec, best, out: Path, operating=None) -> None:
-    from experiments.plan.report import rate_band
+    from experiments.plan.report import gpus, rate_band
 
     if best.feasible:
-        print(f"best: {best.candidate.label} ({best.candidate.num_gpus} GPUs) at "
+        print(f"best: {best.candidate.label} ({gpus(best.candidate.num_gpus)}) at "
               f"{format_rate(best.rate)} req/s, goodput {format_rate(best.goodput_per_gpu)} "
               f"req/s per GPU ({best.limit.kind} binds)")
         print(f"max rate {rate_band(spec, best.rate)}")

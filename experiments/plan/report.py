@@ -79,7 +79,7 @@ def recommendation(spec: PlanSpec, best: Outcome, operating: OperatingPoint | No
     rate = best.rate or 0.0
     cap = " (capped at its saturation throughput; see Limits)" if best.capped else ""
     run = best.at_rate[0]
-    return head + (f"**{best.candidate.label}** ({best.candidate.num_gpus} GPUs) at "
+    return head + (f"**{best.candidate.label}** ({gpus(best.candidate.num_gpus)}) at "
                    f"**{format_rate(rate)} req/s** at most{cap}: goodput "
                    f"{format_rate(best.goodput)} req/s, "
                    f"**{format_rate(best.goodput_per_gpu)} req/s per GPU**.\n\n"
@@ -87,6 +87,11 @@ def recommendation(spec: PlanSpec, best: Outcome, operating: OperatingPoint | No
                    f"Max rate {rate_band(spec, rate)}.\n\n"
                    f"Reproduce the run at the max rate (`--warmup`: its measurement window):"
                    f"\n\n```\n{simulate_command(spec, best.candidate, rate, run)}\n```")
+
+
+def gpus(n: int) -> str:
+    """"1 GPU", "8 GPUs"."""
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
 
 
 def operating_text(operating: OperatingPoint | None, rate: float) -> str:
@@ -98,7 +103,7 @@ def operating_text(operating: OperatingPoint | None, rate: float) -> str:
                 f"margin to spare elsewhere, or add GPUs.")
     head = (f"**Recommended operating point: {format_rate(operating.rate)} req/s** "
             f"({operating.rate / rate:.0%} of the max rate)")
-    why = (f"{HEADROOM:.0%} of the max rate: near it the queue, and TTFT, climb steeply"
+    why = ("capped there: near the max rate the queue, and TTFT, climb steeply"
            if operating.binding == CAPACITY else
            f"where the binding objective, {operating.binding}, reaches {operating.pressure:.0%} "
            f"of its limit, below {HEADROOM:.0%} of the max rate")
