@@ -21,6 +21,7 @@ from sim.model.embedded_configs import config_dict
 from sim.routers import ROUTERS
 from sim.run.build import load_model, model_info
 from sim.run.deployment import Deployment
+from tests.sketch_checks import assert_summary_matches_within_the_sketch
 from tests.strategies import generator_workloads, small_engine_args
 
 TINY = {**config_dict("smollm2-135m"), "vocab_size": 64}
@@ -80,13 +81,7 @@ def test_past_the_exact_limit_a_fleets_itl_percentiles_are_within_the_sketch_acc
     full = fleet.run(w, deployment, bounds=False)
     lean = fleet.run(w, deployment, bounds=False, keep=Keep(trace=False, exact_gaps=300))
     assert all(t.gaps.sketch is not None for t in lean.traces), "every replica sketched"
-    for key, exact in full.summary.items():
-        if key.startswith("itl_p"):
-            assert abs(lean.summary[key] - exact) <= 1.001 * SKETCH_ACCURACY * exact, key
-        elif key == "itl_mean":
-            assert math.isclose(lean.summary[key], exact, rel_tol=1e-9)
-        else:
-            assert lean.summary[key] == exact or (math.isnan(exact) and math.isnan(lean.summary[key]))
+    assert_summary_matches_within_the_sketch(lean.summary, full.summary)
 
 
 values_lists = st.lists(st.one_of(st.just(0.0), st.floats(1e-6, 1e3)), max_size=200)

@@ -20,6 +20,7 @@ from sim.model.embedded_configs import config_dict
 from sim.run.build import build_simulation, model_info
 from sim.run.driver import drive_workload
 from sim.run.simulate import simulate
+from tests.sketch_checks import assert_summary_matches_within_the_sketch
 from tests.strategies import generator_workloads, small_engine_args
 
 TINY = {**config_dict("smollm2-135m"), "vocab_size": 64}
@@ -93,13 +94,7 @@ def test_past_the_exact_limit_itl_percentiles_are_within_the_sketch_accuracy():
     log = drive_workload(s.scheduler, s.runner, w, finished_hook=s.token_source.finished)
     lean = result_from_log(log)
     assert log.gaps.sketch is not None, "the run passed its exact limit"
-    for key, exact in full.summary.items():
-        if key.startswith("itl_p"):
-            assert abs(lean.summary[key] - exact) <= 1.001 * SKETCH_ACCURACY * exact, key
-        elif key == "itl_mean":
-            assert math.isclose(lean.summary[key], exact, rel_tol=1e-9)
-        else:
-            assert lean.summary[key] == exact or (math.isnan(exact) and math.isnan(lean.summary[key]))
+    assert_summary_matches_within_the_sketch(lean.summary, full.summary)
 
 
 @given(st.lists(st.one_of(st.just(0.0), st.floats(1e-6, 1e3)), min_size=1, max_size=300))
