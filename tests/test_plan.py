@@ -117,12 +117,15 @@ def test_bad_input_is_one_line_on_stderr(args, match, tmp_path, capsys):
     assert "\n" not in err and "Traceback" not in err
 
 
-def _search(threshold: float, saturation: float = 100.0) -> RateSearch:
-    """Run a RateSearch against an oracle passing exactly the rates <= threshold."""
+def _search(threshold: float, saturation: float = 100.0, capacity: float = math.inf,
+            tried: list[float] | None = None) -> RateSearch:
+    """Run a RateSearch against an oracle passing exactly the rates <= threshold, whose
+    runs above `capacity` are saturated misses that served `capacity` req/s."""
     s = RateSearch(saturation, tolerance=0.05, min_fraction=1 / 16)
     while (step := s.next_point()) is not None:
         rate, phase = step
-        s.record(rate, phase, rate <= threshold)
+        (tried if tried is not None else []).append(rate)
+        s.record(rate, phase, rate <= threshold, capacity if rate > capacity else math.inf)
     return s
 
 
@@ -132,6 +135,22 @@ def test_rate_search_brackets_the_threshold_within_tolerance(threshold):
     s = _search(threshold)
     assert s.passed is not None and s.failed is not None
     assert s.passed <= threshold < s.failed <= s.passed * 1.05
+
+
+@pytest.mark.parametrize(("threshold", "capacity", "fewer"),
+                         [(36.0, 40.0, True), (39.9, 40.0, True), (20.0, 40.0, False)])
+def test_rate_search_below_a_saturated_miss_tries_under_its_throughput(threshold, capacity, fewer):
+    """A miss whose queue grew caps the search at the throughput it served: the search still
+    brackets the threshold within 5% (the ceiling standing for the failing end), starting
+    just under the ceiling and galloping down, in fewer runs than halving from the probe's
+    saturation rate takes when the threshold is near the capacity, and never more."""
+    tried: list[float] = []
+    s = _search(threshold, capacity=capacity, tried=tried)
+    assert s.passed is not None and s.passed <= threshold < s.upper <= s.passed * 1.05
+    assert tried[2] == pytest.approx(capacity / 1.05)   # probe rate, floor, then the ceiling
+    plain: list[float] = []
+    _search(threshold, tried=plain)
+    assert len(tried) < len(plain) if fewer else len(tried) <= len(plain)
 
 
 def test_rate_search_stops_at_saturation_when_it_passes():
@@ -144,6 +163,54 @@ def test_rate_search_gives_up_when_the_floor_run_misses():
     """Missing at saturation and at the floor rate ends the search with nothing passing."""
     s = _search(1.0)
     assert s.passed is None and s.floor is False and s.next_point() is None
+
+
+class _OraclePool:
+    """A PointPool whose runs pass exactly the rates <= a per-seed threshold."""
+
+    def __init__(self, thresholds: dict[int, float]) -> None:
+        self.thresholds, self.points = thresholds, []
+
+    def run(self, points, bar):
+        self.points += points
+        return [_oracle_result(p, self.thresholds[p.seed]) for p in points]
+
+    def stream(self, points, follow, bar):
+        todo = list(points)
+        while todo:
+            todo += follow(self.run([todo.pop(0)], bar)[0])
+
+
+def _oracle_result(point, threshold: float):
+    from experiments.plan.point import PointResult
+
+    metrics = {"saturation": 100.0, "num_requests": 1000.0, "goodput": 0.0, "busy": 0.5,
+               "num_retractions": 0.0, "kv_blocked": 0.0, "cap_blocked": 0.0,
+               "decode_batch_mean": 8.0, "queue_max": 0.0, "queue_mean": 0.0}
+    miss = point.phase != "probe" and point.rate > threshold
+    return PointResult(point, metrics, ("tpot_p90 over",) if miss else (),
+                       ("tpot_p90",) if miss else ())
+
+
+@pytest.mark.parametrize(("thresholds", "answer", "second_runs"),
+                         [({0: 40.0, 1: 40.0}, 40.0, 1), ({0: 40.0, 1: 30.0}, 30.0, None)])
+def test_other_seeds_run_only_at_the_rate_the_search_ends_on(thresholds, answer, second_runs):
+    """The search runs on the first seed; the second seed runs where it ends (once, when
+    the seeds agree), and a miss there sends the search below it on every seed: the answer
+    passes every seed and is within 5% under the lowest seed's threshold."""
+    from tqdm import tqdm
+
+    from experiments.plan.grid import Candidate
+    from experiments.plan.search import search_rates
+
+    spec = PlanSpec("smollm2-135m", WorkloadSpec(), SLOTargets.parse("tpot_p90=1s"), seeds=(0, 1))
+    pool = _OraclePool(thresholds)
+    with tqdm(disable=True) as bar:
+        (outcome,), _ = search_rates(spec, [Candidate("h100", 1, None, None, 1, "fcfs")], pool, bar)
+    assert answer / 1.05 <= outcome.rate <= answer
+    assert {r.point.seed for r in outcome.at_rate} == {0, 1}
+    second = [p.rate for p in pool.points if p.seed == 1]
+    assert outcome.rate in second and len(second) == (second_runs or len(second))
 
 
 def test_slo_parses_units_and_reports_violations():
@@ -185,6 +252,33 @@ def test_process_pool_returns_the_serial_results_in_order():
             parallel = pool.run(points, bar)
     assert [r.point for r in parallel] == points
     assert [r.metrics for r in parallel] == [r.metrics for r in serial]
+
+
+def test_a_streamed_pool_runs_each_follow_up_and_matches_the_serial_results():
+    """`stream` runs the points a result asks for as it comes back, until none is left: two
+    workers make the same runs with the same results as one."""
+    from tqdm import tqdm
+
+    from experiments.plan.grid import Candidate
+    from experiments.plan.point import PlanSpec, Point, WorkloadSpec
+    from experiments.plan.pool import PointPool
+
+    spec = PlanSpec("smollm2-135m", WorkloadSpec("synthetic", 12, 32, 4),
+                    SLOTargets.parse("ttft_p90=1s"), seeds=(0,))
+    c = Candidate("h100", 1, 512, None, 1, "fcfs")
+    made = {1: [], 2: []}
+    for jobs in made:
+        def follow(result, jobs=jobs):
+            made[jobs].append(result)
+            rate = result.point.rate
+            return [Point(c, rate / 2, 0, "search")] if rate > 60 else []
+
+        with tqdm(disable=True) as bar, PointPool(spec, jobs) as pool:
+            pool.stream([Point(c, r, 0, "search") for r in (400.0, 50.0)], follow, bar)
+    assert sorted(r.point.rate for r in made[1]) == [50.0, 50.0, 100.0, 200.0, 400.0]
+    by_rate = {jobs: sorted((r.point.rate, sorted(r.metrics.items())) for r in runs)
+               for jobs, runs in made.items()}
+    assert by_rate[1] == by_rate[2]
 
 
 def test_plan_into_a_folder_with_a_report_exits_1_naming_overwrite(tmp_path, capsys):

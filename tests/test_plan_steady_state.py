@@ -35,7 +35,7 @@ def capacity() -> float:
 @pytest.mark.parametrize("warmup_fraction", [0.0, 0.05, 0.2, 0.45])
 def test_a_rate_just_above_saturation_is_unsustainable_however_short_the_warmup(
         capacity, warmup_fraction):
-    """At 1.15x the saturation throughput the backlog grows over the window beyond a stable
+    """At 1.15x the saturation throughput the queue grows over the window beyond a stable
     one's wander, whatever share of the run the warm-up takes; at 0.7x it holds."""
     over = _run(1.15 * capacity, 600)
     window = measure(over, load_engine(over), KEYS, warmup_fraction)
@@ -56,8 +56,9 @@ def test_a_sustainable_rate_settles_and_its_window_leaves_the_warmup_out(capacit
 
 
 def test_the_stopping_rule_ends_at_max_scale_when_the_window_never_settles(monkeypatch):
-    """A run whose halves never agree is doubled up to MAX_SCALE times its requests, then
-    judged a miss naming the missing steady state (the loop terminates)."""
+    """A run whose halves never agree is doubled up to MAX_SCALE times its phase's requests,
+    wherever it starts, then judged a miss naming the missing steady state (the loop
+    terminates)."""
     spec = PlanSpec("smollm2-135m", WorkloadSpec("synthetic", 20, 64, 8),
                     SLOTargets.parse("ttft_p90=10s"), seeds=(0,))
     scales = []
@@ -73,6 +74,9 @@ def test_the_stopping_rule_ends_at_max_scale_when_the_window_never_settles(monke
     assert scales == [2 ** i for i in range(MAX_SCALE.bit_length())]
     assert not result.passed and "no steady state" in result.violations[0]
     assert result.metrics["num_requests"] == 20 * MAX_SCALE
+    scales.clear()   # a run that starts longer (a settled hint) stops at the same cap
+    run_point(spec, Point(Candidate("h100", 1, None, None, 1, "fcfs"), 20.0, 0, "search", 4))
+    assert scales == [4, MAX_SCALE]
 
 
 def test_a_run_that_misses_is_judged_at_once(monkeypatch):

@@ -145,8 +145,8 @@ def requests_of(spec: PlanSpec, point: Point) -> int:
 def run_point(spec: PlanSpec, point: Point) -> PointResult:
     """Run one point: the saturation probe once; any other from `point.scale` times its
     phase's requests, doubled until its window settles (`experiments.plan.steady_state`),
-    at most MAX_SCALE times. Bad input comes back as `error` text (exceptions may not
-    pickle)."""
+    to at most MAX_SCALE times them (NOTE: the phase's requests, whatever the start). Bad
+    input comes back as `error` text (exceptions may not pickle)."""
     scale = point.scale
     while True:
         try:
@@ -160,7 +160,7 @@ def run_point(spec: PlanSpec, point: Point) -> PointResult:
         judged = _judged(spec, point, result, window)
         if judged.violations or window.settled(limits):
             return judged
-        if scale >= MAX_SCALE * point.scale:
+        if scale >= max(MAX_SCALE, point.scale):
             return dataclasses.replace(judged, violations=(
                 f"no steady state within {len(result.requests)} requests (the window's "
                 f"halves still disagree)",), missed=("steady_state",))
@@ -180,9 +180,9 @@ def _judged(spec: PlanSpec, point: Point, result, window: Window | None) -> Poin
     text = [str(v) for v in missed]
     keys = [v.objective.key for v in missed]
     if window is not None and not window.sustainable:
-        text.append(f"the backlog grew by {window.growth:.1%} of the window's requests: more "
-                    f"arrive than the engine completes")
-        keys.append("backlog_growth")
+        text.append(f"the queue grew by {window.growth:.1%} of the window's requests: more "
+                    f"arrive than the engine serves")
+        keys.append("queue_growth")
     missing = len(result.requests) - int(result.summary["completed"])
     if missing:
         text.insert(0, f"{missing} of {len(result.requests)} requests did not complete")

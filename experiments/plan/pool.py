@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, as_completed, wait
 
 from tqdm import tqdm
 
@@ -33,8 +34,7 @@ class PointPool:
 
     def run(self, points: Sequence[Point], bar: tqdm) -> list[PointResult]:
         """Results in the order of `points`; `bar` grows by len(points) and ticks per run."""
-        bar.total = (bar.total or 0) + len(points)
-        bar.refresh()
+        _grow(bar, len(points))
         if self.executor is None:
             return [self._tick(bar, run_point(self.spec, p)) for p in points]
         futures = {self.executor.submit(run_point, self.spec, p): i for i, p in enumerate(points)}
@@ -43,10 +43,39 @@ class PointPool:
             results[futures[f]] = self._tick(bar, f.result())
         return [r for r in results if r is not None]
 
+    def stream(self, points: Sequence[Point], follow: Callable[[PointResult], Sequence[Point]],
+               bar: tqdm) -> None:
+        """Run `points` and, as soon as each result is back, the points `follow(result)`
+        gives, until none is left (an exception from `follow` cancels the rest)."""
+        if self.executor is None:
+            todo = deque(points)
+            _grow(bar, len(todo))
+            while todo:
+                more = follow(self._tick(bar, run_point(self.spec, todo.popleft())))
+                _grow(bar, len(more))
+                todo.extend(more)
+            return
+        executor, pending = self.executor, set()
+        for p in points:
+            pending.add(executor.submit(run_point, self.spec, p))
+        _grow(bar, len(pending))
+        while pending:
+            ready, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in ready:
+                more = follow(self._tick(bar, f.result()))
+                _grow(bar, len(more))
+                pending |= {executor.submit(run_point, self.spec, p) for p in more}
+
     @staticmethod
     def _tick(bar: tqdm, result: PointResult) -> PointResult:
         bar.update(1)
         return result
+
+
+def _grow(bar: tqdm, n: int) -> None:
+    """The bar's total grows by `n` runs."""
+    bar.total = (bar.total or 0) + n
+    bar.refresh()
 
 
 BACKENDS = ("process", "ray")

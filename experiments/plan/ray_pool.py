@@ -9,7 +9,7 @@ Ray is an optional extra: `pip install -e ".[ray]"`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tqdm import tqdm
@@ -59,3 +59,17 @@ class RayPool:
             ready, pending = ray.wait(pending, num_returns=1)
             bar.update(len(ready))
         return list(ray.get(refs))
+
+    def stream(self, points: Sequence[Point], follow: Callable[[PointResult], Sequence[Point]],
+               bar: tqdm) -> None:
+        """As `PointPool.stream`: each result's follow-up points start as it comes back."""
+        ray = self._ray
+        pending = [self._task.remote(self._spec, p) for p in points]
+        bar.total = (bar.total or 0) + len(pending)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            bar.update(1)
+            more = follow(ray.get(ready[0]))
+            bar.total += len(more)
+            bar.refresh()
+            pending += [self._task.remote(self._spec, p) for p in more]

@@ -62,7 +62,7 @@ def _title(spec: PlanSpec, n: int) -> str:
             f"requests (burstiness {w.burstiness:g}) once per seed "
             f"({', '.join(map(str, spec.seeds))}), more until it reaches a steady state (see "
             f"Steady state); a rate passes when every seed meets every objective in its "
-            f"measurement window and its backlog does not grow. Rates are found to within "
+            f"measurement window and its queue does not grow. Rates are found to within "
             f"{spec.rate_tolerance:.0%} and never above the saturation throughput (the "
             f"completion rate of a full engine, from a run with every request at t=0): a finite "
             f"run above it can still meet the SLOs, a long one cannot. Goodput = rate x the "
@@ -116,20 +116,21 @@ def steady_state(best: Outcome) -> str:
     rows = [[str(r.point.seed), f"{r.metrics.get('num_requests', math.nan):.0f}",
              _secs(r.metrics.get("warmup_s")), _secs(r.metrics.get("window_s")),
              f"{r.metrics.get('window_requests', math.nan):.0f}",
-             f"{r.metrics.get('backlog_growth', math.nan):+.1%}",
+             f"{r.metrics.get('queue_growth', math.nan):+.1%}",
              f"{r.metrics.get('half1_batch', math.nan):.1f} / {r.metrics.get('half2_batch', math.nan):.1f}",
              "; ".join(r.violations) or "passed"] for r in runs]
     return (f"## Steady state\n\nAt {format_rate(runs[0].point.rate)} req/s, per seed: the "
             f"requests simulated, the warm-up left out (the larger of {WARMUP_FRACTION:.0%} of "
             f"the arrivals' span and the p90 request lifetime), the measurement window, the "
-            f"backlog's growth over it (above {GROWTH_TOLERANCE:.0%} of its requests, and "
-            f"beyond a stable backlog's wander, the rate is unsustainable) and the mean running "
+            f"growth of the queue (requests waiting for their first token) over it (above "
+            f"{GROWTH_TOLERANCE:.0%} of its requests, and beyond a stable queue's wander, the "
+            f"rate is unsustainable) and the mean running "
             f"batch of its two halves. A run is made twice as long until the halves agree "
             f"within {CONVERGENCE_TOLERANCE:.0%} (each objective, of its limit; the batch) and "
             f"the window spans {LIFETIMES:g} p90 lifetimes (up to {MAX_SCALE}x the requests; "
             f"`experiments.plan.steady_state`).\n\n"
             + table(["seed", "requests", "warm-up", "window", "window requests",
-                     "backlog growth", "batch (halves)", "verdict"], rows))
+                     "queue growth", "batch (halves)", "verdict"], rows))
 
 
 def _secs(value: float | None) -> str:

@@ -6,19 +6,28 @@ finite run hides that), so S caps the search. The search tries S; if that misses
 floor run (FLOOR_REQUESTS requests at `min_rate_fraction * S`, a lightly loaded engine)
 tells whether any rate can pass: if it misses too, the configuration is infeasible. Else the
 search halves from S until a rate passes, then bisects (geometric mean) between the highest
-passing and lowest failing rate until they are within `rate_tolerance`. A rate passes when
-the run of every seed meets every objective in its steady-state window and completes every
-request (`experiments.plan.steady_state`); the other seeds run only when the first passes,
-and a configuration's search runs start as long as its last passing run needed to settle.
-All configurations advance together, one round of runs at a time, so the pool stays busy.
+passing and lowest failing rate until they are within `rate_tolerance`. A run whose queue
+grew is saturated: it served at most λ·(1 - growth + wander) requests per second (the growth
+test's slope and its 3 standard errors, `experiments.plan.steady_state`), and no rate above
+that throughput is sustainable (Kleinrock's λ < μ), so it becomes the search's ceiling: the
+next rate tried below a saturated miss is just under its throughput (by `rate_tolerance`),
+not half its rate, and each further miss doubles that step down (in log rate, up to
+halving: a galloping search); the bisection's upper end is the lower of the lowest failing
+rate and the ceiling.
+
+A rate passes when the run of every seed meets every objective in its steady-state window
+and completes every request (`experiments.plan.steady_state`). The search runs on the first
+seed; the other seeds run only at the rate it ends on, and a miss there makes that rate the
+lowest failing one and the search goes on below it, every seed at every rate. A
+configuration's search runs start as long as its last passing run needed to settle.
+Each configuration runs its next point as soon as its last is back, so the pool stays busy.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
@@ -38,35 +47,68 @@ class RateSearch:
     saturation: float
     tolerance: float
     min_fraction: float
-    passed: float | None = None   # highest rate that met the SLOs
+    passes: list[float] = field(default_factory=list)   # the rates that met the SLOs
     failed: float | None = None   # lowest rate that missed them
     floor: bool | None = None     # whether the floor run passed (None: not run)
+    ceiling: float = math.inf     # the lowest throughput a saturated miss served (module doc)
+    every_seed: bool = False      # each rate runs on every seed (after another seed's miss)
+    drop: float = 2.0             # the next step down while nothing has passed (module doc)
+
+    @property
+    def passed(self) -> float | None:
+        """The highest rate that met the SLOs, below the lowest that missed (a rate the
+        first seed passed and another missed counts as missed)."""
+        return max((r for r in self.passes if self.failed is None or r < self.failed), default=None)
 
     @property
     def floor_rate(self) -> float:
         return self.saturation * self.min_fraction
 
+    @property
+    def upper(self) -> float | None:
+        """The lowest rate known to miss: the lowest failing rate or the ceiling below it
+        (NOTE: a ceiling at or under a passing rate is the throughput estimate's noise, and
+        is not used)."""
+        if self.failed is None:
+            return None
+        passed = self.passed
+        if passed is not None and self.ceiling <= passed:
+            return self.failed
+        return min(self.failed, self.ceiling)
+
     def next_point(self) -> tuple[float, str] | None:
         """(rate, phase) to run next, or None when the search is over."""
-        if self.failed is None:
-            return (self.saturation, "search") if self.passed is None else None
-        if self.passed is None:
+        upper, passed = self.upper, self.passed
+        if upper is None:
+            return (self.saturation, "search") if passed is None else None
+        if passed is None:
             if self.floor is None:
                 return self.floor_rate, "floor"
-            rate = self.failed / 2
+            rate = upper / self.drop
             ok = self.floor and rate >= self.floor_rate * (1 - 1e-9)
             return (rate, "search") if ok else None
-        if self.failed <= self.passed * (1 + self.tolerance):
+        if upper <= passed * (1 + self.tolerance):
             return None
-        return math.sqrt(self.passed * self.failed), "search"
+        return math.sqrt(passed * upper), "search"
 
-    def record(self, rate: float, phase: str, passed: bool) -> None:
+    def record(self, rate: float, phase: str, passed: bool, served: float = math.inf) -> None:
+        """A run's verdict; `served`: the throughput of a saturated miss (module doc)."""
         if phase == "floor":
             self.floor = passed
         elif passed:
-            self.passed = max(rate, self.passed or rate)
+            self.passes.append(rate)
         else:
             self.failed = min(rate, self.failed or rate)
+            lower = served < min(self.ceiling, self.failed)
+            self.ceiling = min(self.ceiling, served)
+            self.drop = 1 + self.tolerance if lower else min(self.drop ** 2, 2.0)
+
+    def missed_on_another_seed(self, rate: float, served: float, verified: set[float]) -> None:
+        """The first seed passed `rate` and another missed: it fails, only the `verified`
+        passes (every seed's) still count, and every rate from here runs on every seed."""
+        self.record(rate, "search", False, served)
+        self.passes = [r for r in self.passes if r in verified]
+        self.every_seed = True
 
 
 @dataclass(frozen=True)
@@ -109,41 +151,84 @@ class Outcome:
 
 def search_rates(spec: PlanSpec, candidates: Sequence[Candidate], pool: PointPool,
                  bar: tqdm) -> tuple[list[Outcome], list[PointResult]]:
-    """Every candidate's Outcome (in order) and every run made. ValueError on a failed run."""
+    """Every candidate's Outcome (in order) and every run made (the probes, then each
+    configuration's runs in the order it made them). ValueError on a failed run.
+    NOTE: each configuration's next run starts as soon as its last one is back (the pool's
+    `stream`), so a configuration's long run never holds the others up; a configuration's
+    runs still follow one another, so its outcome does not depend on the completion order."""
     probes = _checked(pool.run([Point(c, math.inf, spec.seeds[0], "probe")
                                 for c in candidates], bar))
-    searches = {c: RateSearch(_saturation(p), spec.rate_tolerance, spec.min_rate_fraction)
-                for c, p in zip(candidates, probes, strict=True)}
-    runs: dict[Candidate, dict[float, tuple[PointResult, ...]]] = {c: {} for c in candidates}
-    scales = dict.fromkeys(candidates, 1)   # NOTE: where the next search run starts (settled_scale)
-    done = list(probes)
-    while todo := [(c, *p) for c, s in searches.items() if (p := s.next_point()) is not None]:
-        groups = _seed_groups(spec, pool, bar, [Point(c, r, spec.seeds[0], phase, scales[c]
-                                                      if phase == "search" else 1)
-                                                for c, r, phase in todo])
-        for (c, r, phase), group in zip(todo, groups, strict=True):
-            done += group
-            runs[c][r] = group
-            searches[c].record(r, phase, all(g.passed for g in group))
-            scales[c] = settled_scale(spec, group, scales[c])
-    outcomes = [_outcome(c, p, searches[c], runs[c])
+    configs = {c: _Configuration(spec, RateSearch(_saturation(p), spec.rate_tolerance,
+                                                  spec.min_rate_fraction))
+               for c, p in zip(candidates, probes, strict=True)}
+    firsts = [p for c, config in configs.items() for p in config.next_points(c)]
+    pool.stream(firsts, lambda r: configs[r.point.candidate].take(_checked([r])[0]), bar)
+    outcomes = [_outcome(c, p, configs[c].search, configs[c].runs)
                 for c, p in zip(candidates, probes, strict=True)]
-    return outcomes, done
+    return outcomes, [*probes, *(r for config in configs.values() for r in config.made)]
 
 
-def _seed_groups(spec: PlanSpec, pool: PointPool, bar: tqdm,
-                 firsts: list[Point]) -> list[tuple[PointResult, ...]]:
-    """Each point's runs: its first seed's, then, only where that passed, the other seeds'
-    (a rate passes when every seed does: one miss decides it)."""
-    first = _checked(pool.run(firsts, bar))
-    passed = [i for i, r in enumerate(first) if r.passed]
-    more = _checked(pool.run([dataclasses.replace(firsts[i], seed=seed) for i in passed
-                              for seed in spec.seeds[1:]], bar))
-    groups = [(r,) for r in first]
-    n = len(spec.seeds) - 1
-    for j, i in enumerate(passed):
-        groups[i] = (first[i], *more[j * n:(j + 1) * n])
-    return groups
+@dataclass
+class _Configuration:
+    """One configuration's search as its runs come back: the RateSearch, its runs by rate,
+    where its next search run starts (`settled_scale`) and the runs of the rate in flight."""
+
+    spec: PlanSpec
+    search: RateSearch
+    runs: dict[float, tuple[PointResult, ...]] = field(default_factory=dict)
+    scale: int = 1
+    made: list[PointResult] = field(default_factory=list)
+    back: list[PointResult] = field(default_factory=list)
+    expected: int = 0
+
+    def next_points(self, c: Candidate) -> list[Point]:
+        """The search's next rate on the first seed, or, once the search is over, its max
+        rate on the other seeds (a rate passes when every seed does; the other seeds run
+        only at the rate that would be the answer; a miss there makes the search go on below
+        it with every seed)."""
+        seeds, s = self.spec.seeds, self.search
+        step, passed = s.next_point(), s.passed
+        if step is not None:
+            rate, phase = step
+            points = [Point(c, rate, seed, phase, self.scale if phase == "search" else 1)
+                      for seed in (seeds if s.every_seed and phase == "search" else seeds[:1])]
+        elif passed is not None and len(self.runs[passed]) < len(seeds):
+            points = [Point(c, passed, seed, "search", self.scale) for seed in seeds[1:]]
+        else:
+            points = []
+        self.expected = len(points)
+        return points
+
+    def take(self, result: PointResult) -> list[Point]:
+        """A run back from the pool; once its rate's runs are all back, they are recorded
+        and the next points returned."""
+        self.made.append(result)
+        self.back.append(result)
+        if len(self.back) < self.expected:
+            return []
+        group = sorted(self.back, key=lambda r: self.spec.seeds.index(r.point.seed))
+        self.back = []
+        self._record(group)
+        self.scale = settled_scale(self.spec, group, self.scale)
+        return self.next_points(result.point.candidate)
+
+    def _record(self, group: list[PointResult]) -> None:
+        point, seeds = group[0].point, self.spec.seeds
+        self.runs[point.rate] = self.runs.get(point.rate, ()) + tuple(group)
+        passed = all(r.passed for r in group)
+        if point.seed == seeds[0]:
+            self.search.record(point.rate, point.phase, passed, served(group))
+        elif not passed:
+            verified = {r for r, g in self.runs.items()
+                        if len(g) == len(seeds) and all(x.passed for x in g)}
+            self.search.missed_on_another_seed(point.rate, served(group), verified)
+
+
+def served(group: Sequence[PointResult]) -> float:
+    """The lowest throughput a saturated run of the group served (req/s, at most its rate x
+    (1 - queue growth + wander)); inf when none grew its queue (module doc)."""
+    return min((r.point.rate * (1 - r.metrics["queue_growth"] + r.metrics["queue_wander"])
+                for r in group if "queue_growth" in r.missed), default=math.inf)
 
 
 def settled_scale(spec: PlanSpec, group: Sequence[PointResult], scale: int) -> int:
