@@ -168,6 +168,8 @@ def test_rate_search_gives_up_when_the_floor_run_misses():
 class _OraclePool:
     """A PointPool whose runs pass exactly the rates <= a per-seed threshold."""
 
+    jobs = 1
+
     def __init__(self, thresholds: dict[int, float]) -> None:
         self.thresholds, self.points = thresholds, []
 
@@ -211,6 +213,23 @@ def test_other_seeds_run_only_at_the_rate_the_search_ends_on(thresholds, answer,
     assert {r.point.seed for r in outcome.at_rate} == {0, 1}
     second = [p.rate for p in pool.points if p.seed == 1]
     assert outcome.rate in second and len(second) == (second_runs or len(second))
+
+
+def test_a_pool_with_more_workers_than_configurations_runs_every_seed_at_every_rate():
+    """One configuration on two workers: each search rate runs on both seeds at once."""
+    from tqdm import tqdm
+
+    from experiments.plan.grid import Candidate
+    from experiments.plan.search import search_rates
+
+    spec = PlanSpec("smollm2-135m", WorkloadSpec(), SLOTargets.parse("tpot_p90=1s"), seeds=(0, 1))
+    pool = _OraclePool({0: 40.0, 1: 40.0})
+    pool.jobs = 2
+    with tqdm(disable=True) as bar:
+        search_rates(spec, [Candidate("h100", 1, None, None, 1, "fcfs")], pool, bar)
+    searched = [(p.rate, p.seed) for p in pool.points if p.phase == "search"]
+    first = [r for r, seed in searched if seed == 0]
+    assert len(first) > 2 and sorted(r for r, seed in searched if seed == 1) == sorted(first)
 
 
 def test_slo_parses_units_and_reports_violations():

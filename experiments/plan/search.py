@@ -18,7 +18,8 @@ rate and the ceiling.
 A rate passes when the run of every seed meets every objective in its steady-state window
 and completes every request (`experiments.plan.steady_state`). The search runs on the first
 seed; the other seeds run only at the rate it ends on, and a miss there makes that rate the
-lowest failing one and the search goes on below it, every seed at every rate. A
+lowest failing one and the search goes on below it, every seed at every rate (as every
+search does from the start when the pool has more workers than configurations). A
 configuration's search runs start as long as its last passing run needed to settle.
 Each configuration runs its next point as soon as its last is back, so the pool stays busy.
 """
@@ -158,8 +159,9 @@ def search_rates(spec: PlanSpec, candidates: Sequence[Candidate], pool: PointPoo
     runs still follow one another, so its outcome does not depend on the completion order."""
     probes = _checked(pool.run([Point(c, math.inf, spec.seeds[0], "probe")
                                 for c in candidates], bar))
+    every_seed = len(candidates) < pool.jobs   # NOTE: idle workers run the other seeds at once
     configs = {c: _Configuration(spec, RateSearch(_saturation(p), spec.rate_tolerance,
-                                                  spec.min_rate_fraction))
+                                                  spec.min_rate_fraction, every_seed=every_seed))
                for c, p in zip(candidates, probes, strict=True)}
     firsts = [p for c, config in configs.items() for p in config.next_points(c)]
     pool.stream(firsts, lambda r: configs[r.point.candidate].take(_checked([r])[0]), bar)
