@@ -158,9 +158,10 @@ def run_point(spec: PlanSpec, point: Point) -> PointResult:
         limits = spec.slo.limits()
         window = measure(result, load_engine(result), tuple(limits))
         judged = _judged(spec, point, result, window)
-        if judged.violations or window.settled(limits):
+        last = scale >= max(MAX_SCALE, point.scale)
+        if judged.violations or window.settled(limits, last):
             return judged
-        if scale >= max(MAX_SCALE, point.scale):
+        if last:
             return dataclasses.replace(judged, violations=(
                 f"no steady state within {len(result.requests)} requests (the window's "
                 f"halves still disagree)",), missed=("steady_state",))
