@@ -158,10 +158,9 @@ def run_point(spec: PlanSpec, point: Point) -> PointResult:
         limits = spec.slo.limits()
         window = measure(result, load_engine(result), tuple(limits))
         judged = _judged(spec, point, result, window)
-        last = scale >= max(MAX_SCALE, point.scale)
-        if judged.violations or window.settled(limits, last):
+        if judged.violations or window.settled(limits):
             return judged
-        if last:
+        if scale >= max(MAX_SCALE, point.scale):
             return dataclasses.replace(judged, violations=(
                 f"no steady state within {len(result.requests)} requests (the window's "
                 f"halves still disagree)",), missed=("steady_state",))

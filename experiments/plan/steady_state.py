@@ -35,10 +35,7 @@ grown, and looks sustainable. So a probe at rate λ is judged on a window:
   the mean running batch within that fraction of it (plus one request), the queue holds
   within GROWTH_TOLERANCE, and the window spans at least
   LIFETIMES p90 lifetimes. Otherwise the run is repeated with twice the requests, up to
-  MAX_SCALE times the plan's `--num-requests`. At that longest run the batch need not hold
-  and an objective may still creep up by a drift that another window of it would keep
-  CONVERGENCE_TOLERANCE under its limit (`_creeps`): the answer then does not depend on
-  where the runs stop.
+  MAX_SCALE times the plan's `--num-requests`.
 
 A run that misses an objective or fails the growth test is conclusive at once (a longer
 run only adds load); a pass needs a settled window. A pass that never settles is a miss.
@@ -87,17 +84,14 @@ class Window(NamedTuple):
         longer, not judged)."""
         return self.growth <= max(GROWTH_TOLERANCE, self.wander) or not self.batch_steady
 
-    def settled(self, limits: dict[str, float], last: bool = False) -> bool:
+    def settled(self, limits: dict[str, float]) -> bool:
         """The halves agree (module doc), the queue holds within GROWTH_TOLERANCE and the
-        window spans LIFETIMES p90 lifetimes. `last`: the longest run allowed, whose
-        objectives may still creep up by a drift that another window of it would keep
-        CONVERGENCE_TOLERANCE under the limit, whatever the batch does (module doc)."""
+        window spans LIFETIMES p90 lifetimes."""
         first, second = self.halves
         if not (self.end - self.start >= LIFETIMES * self.lifetime_p90
-                and self.growth <= GROWTH_TOLERANCE and (last or self.batch_steady)):
+                and self.growth <= GROWTH_TOLERANCE and self.batch_steady):
             return False
-        return all(_agree(first[k], second[k], limit) or (last and _creeps(first[k], second[k], limit))
-                   for k, limit in limits.items())
+        return all(_agree(first[k], second[k], limit) for k, limit in limits.items())
 
     def evidence(self) -> dict[str, float]:
         """Flat metrics for the run's row (`window_*`, `half1_*`, `half2_*`)."""
@@ -170,13 +164,3 @@ def _agree(first: float, second: float, limit: float) -> bool:
     if math.isnan(first) or math.isnan(second):
         return False
     return abs(second - first) <= tolerance or second <= first <= limit - tolerance
-
-
-def _creeps(first: float, second: float, limit: float) -> bool:
-    """A rise from the first half to the second that, continued for another window (two
-    more halves), stays CONVERGENCE_TOLERANCE under the limit: near capacity a queue
-    relaxes slowly (its relaxation time grows like 1/(1 - utilisation)^2), so its latencies
-    creep toward their stationary values for longer than any fixed run, and a concave creep
-    extrapolated linearly overshoots them. Only for the longest run allowed: in a short one
-    a building queue creeps too (the batch test catches it there)."""
-    return first < second and second + 2 * (second - first) <= limit * (1 - CONVERGENCE_TOLERANCE)
