@@ -34,7 +34,7 @@ class PointPool:
 
     def run(self, points: Sequence[Point], bar: tqdm) -> list[PointResult]:
         """Results in the order of `points`; `bar` grows by len(points) and ticks per run."""
-        _grow(bar, len(points))
+        grow_bar(bar, len(points))
         if self.executor is None:
             return [self._tick(bar, run_point(self.spec, p)) for p in points]
         futures = {self.executor.submit(run_point, self.spec, p): i for i, p in enumerate(points)}
@@ -49,21 +49,21 @@ class PointPool:
         gives, until none is left (an exception from `follow` cancels the rest)."""
         if self.executor is None:
             todo = deque(points)
-            _grow(bar, len(todo))
+            grow_bar(bar, len(todo))
             while todo:
                 more = follow(self._tick(bar, run_point(self.spec, todo.popleft())))
-                _grow(bar, len(more))
+                grow_bar(bar, len(more))
                 todo.extend(more)
             return
         executor, pending = self.executor, set()
         for p in points:
             pending.add(executor.submit(run_point, self.spec, p))
-        _grow(bar, len(pending))
+        grow_bar(bar, len(pending))
         while pending:
             ready, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in ready:
                 more = follow(self._tick(bar, f.result()))
-                _grow(bar, len(more))
+                grow_bar(bar, len(more))
                 pending |= {executor.submit(run_point, self.spec, p) for p in more}
 
     @staticmethod
@@ -72,7 +72,7 @@ class PointPool:
         return result
 
 
-def _grow(bar: tqdm, n: int) -> None:
+def grow_bar(bar: tqdm, n: int) -> None:
     """The bar's total grows by `n` runs."""
     bar.total = (bar.total or 0) + n
     bar.refresh()

@@ -15,6 +15,7 @@ from typing import Any
 from tqdm import tqdm
 
 from experiments.plan.point import PlanSpec, Point, PointResult, run_point
+from experiments.plan.pool import grow_bar
 
 INSTALL_HINT = 'the Ray backend needs Ray: pip install -e ".[ray]" (or pip install ray)'
 
@@ -51,8 +52,7 @@ class RayPool:
     def run(self, points: Sequence[Point], bar: tqdm) -> list[PointResult]:
         """Results in the order of `points`; `bar` grows by len(points) and ticks per run."""
         ray = self._ray
-        bar.total = (bar.total or 0) + len(points)
-        bar.refresh()
+        grow_bar(bar, len(points))
         refs = [self._task.remote(self._spec, p) for p in points]
         pending = list(refs)
         while pending:
@@ -65,11 +65,10 @@ class RayPool:
         """As `PointPool.stream`: each result's follow-up points start as it comes back."""
         ray = self._ray
         pending = [self._task.remote(self._spec, p) for p in points]
-        bar.total = (bar.total or 0) + len(pending)
+        grow_bar(bar, len(pending))
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             bar.update(1)
             more = follow(ray.get(ready[0]))
-            bar.total += len(more)
-            bar.refresh()
+            grow_bar(bar, len(more))
             pending += [self._task.remote(self._spec, p) for p in more]
