@@ -162,6 +162,18 @@ def build_plan(args: argparse.Namespace):
     return spec, grid
 
 
+def _pool(spec, args: argparse.Namespace):
+    """The pool of --backend: this machine's cores ("process") or a Ray cluster ("ray")."""
+    address = getattr(args, "ray_address", None)
+    if getattr(args, "backend", "process") == "ray":
+        from experiments.plan.ray_pool import RayPool
+        return RayPool(spec, args.jobs, address)
+    if address:
+        raise ValueError("--ray-address needs --backend ray")
+    from experiments.plan.pool import PointPool
+    return PointPool(spec, args.jobs)
+
+
 def execute(spec, grid: Grid, candidates, args: argparse.Namespace,
             prices: dict[str, float] | None = None) -> int:
     """Search, rank, run the curve of the best, write everything; the exit code."""
@@ -169,14 +181,12 @@ def execute(spec, grid: Grid, candidates, args: argparse.Namespace,
 
     from experiments.plan.fleet_choice import fewest_gpus, target_line
     from experiments.plan.headroom import recommend
-    from experiments.plan.pool import make_pool
     from experiments.plan.search import curve_points, rank, search_rates
 
     workload = spec.workload.build(1.0, spec.seeds[0], _vocab(spec.model))  # bad flags fail here
     out = Path(args.out)
     quiet = args.no_progress
-    with make_pool(spec, args.jobs, getattr(args, "backend", "process"),
-                   getattr(args, "ray_address", None)) as pool:
+    with _pool(spec, args) as pool:
         with tqdm(desc=f"plan: search {len(candidates)} configs", unit="run",
                   disable=quiet) as bar:
             outcomes, runs = search_rates(spec, candidates, pool, bar)

@@ -77,18 +77,3 @@ def grow_bar(bar: tqdm, n: int) -> None:
     bar.total = (bar.total or 0) + n
     bar.refresh()
 
-
-BACKENDS = ("process", "ray")
-
-
-def make_pool(spec: PlanSpec, jobs: int, backend: str = "process", address: str | None = None):
-    """The pool of a backend ("process": this machine's cores; "ray": a Ray cluster)."""
-    if backend == "process":
-        if address:
-            raise ValueError("--ray-address needs --backend ray")
-        return PointPool(spec, jobs)
-    if backend == "ray":
-        from experiments.plan.ray_pool import RayPool
-
-        return RayPool(spec, jobs, address)
-    raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
