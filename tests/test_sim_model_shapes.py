@@ -85,13 +85,16 @@ def test_llama3_8b_kv_bytes_per_token():
 
 
 def test_fp8_weights_halve_weight_bytes():
-    """fp8 weights halve total and per-layer weight bytes; fp32 doubles them."""
+    """fp8 weights halve the linear layers' bytes (embeddings, LM head and norms stay
+    bf16); fp32 doubles every weight byte."""
     bf16 = get_model_shape("llama-3-8b")
     fp8 = get_model_shape("llama-3-8b", weight_dtype="fp8")
     fp32 = get_model_shape("llama-3-8b", weight_dtype="float32")
-    assert fp8.weight_bytes * 2 == bf16.weight_bytes == fp32.weight_bytes // 2
-    assert fp8.weight_bytes_per_layer * 2 == bf16.weight_bytes_per_layer
-    assert bf16.weight_bytes == 2 * bf16.param_count
+    assert fp8.linear_weight_bytes * 2 == bf16.linear_weight_bytes
+    assert fp8.lm_head_weight_bytes == bf16.lm_head_weight_bytes
+    assert bf16.weight_bytes == fp32.weight_bytes // 2 == 2 * bf16.param_count
+    plain = 2 * (bf16.extra_params_per_layer * 32 + bf16.hidden_size + 2 * bf16.embedding_params)
+    assert fp8.weight_bytes == bf16.linear_weight_bytes / 2 + plain
 
 
 def test_fp8_kv_halves_kv_bytes_and_leaves_weights():

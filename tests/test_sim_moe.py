@@ -59,13 +59,14 @@ def test_dense_layer_weight_bytes_and_flops_match_the_config():
 
 
 def test_sparse_layer_weight_bytes_and_flops_match_the_config():
-    """DeepSeek-V3's sparse layer: MLA + router + shared expert per token; one decode row reads
-    its 8 routed experts, a large batch computes 8 experts per row."""
+    """DeepSeek-V3's sparse layer: MLA + router + shared expert per token (the router in
+    bf16, the rest fp8); one decode row reads its 8 routed experts, a large batch computes 8
+    experts per row."""
     model = _roofline(_one_layer(dense=False))
     shared = MLA_PARAMS + H * 256 + EXPERT
     assert model.model_shape.shared_linear_params == shared
     assert model.model_shape.routed_expert_params == 256 * EXPERT
-    assert _linear_work(model, 1) * H200.mem_bw == pytest.approx(shared)
+    assert _linear_work(model, 1) * H200.mem_bw == pytest.approx(shared + H * 256)
     experts, alltoall = model.expert_times(1)
     assert experts * H200.mem_bw == pytest.approx(8 * EXPERT) and alltoall == 0.0
     rows = 1 << 16

@@ -2,8 +2,10 @@
 --kv-cache-dtype, the checkpoint's quantization_config, bytes, peaks and the fp8 and nvfp4
 refusals."""
 
+import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 from experiments.main import main
@@ -16,23 +18,32 @@ from sim.cost.roofline.model import RooflineCostModel
 from sim.hardware.hardware import NUMBER_FIELDS
 from sim.hardware.lookup import get_hardware, load_hardware_file
 from sim.hardware.precision import run_dtypes
-from sim.model.from_config import get_model_shape
+from sim.model.from_config import config_dict, get_model_shape
 from sim.model.kv_capacity import kv_capacity_tokens
 from sim.run.build import build_simulation
 
+H100 = get_hardware("h100")
 H200 = get_hardware("h200")
 B200 = get_hardware("b200")
 PREFILL = BatchShape.build("EXTEND", [8192], [0], 1)   # one 8192-token prompt: compute-bound
 
 
 @pytest.mark.parametrize("key", ["deepseek-v3", "qwen3-30b-a3b", "llama-3-8b"])
-def test_fp8_halves_the_weight_bytes_and_int4_quarters_them(key):
-    """--quantization fp8 halves every weight byte of the bf16 model, int4-weight-only
-    quarters them, routed experts included."""
+def test_fp8_halves_the_linear_weight_bytes_and_int4_quarters_them(key):
+    """--quantization fp8 halves the bytes of every quantized group of the bf16 model
+    (attention, MLPs and shared experts, routed experts), int4-weight-only quarters them; the
+    router, embeddings, LM head, norms and biases stay bf16."""
     bf16 = get_model_shape(key, weight_dtype=run_dtypes("fp8", "none")[0])
     fp8 = get_model_shape(key, weight_dtype=run_dtypes("bf16", "fp8")[0])
     int4 = get_model_shape(key, weight_dtype=run_dtypes("bf16", "int4-weight-only")[0])
-    assert bf16.weight_bytes == 2 * fp8.weight_bytes == 4 * int4.weight_bytes
+    for group in ("attention", "mlp", "experts"):
+        assert bf16.module_bytes_per_param(group) == 2 * fp8.module_bytes_per_param(group) \
+            == 4 * int4.module_bytes_per_param(group)
+    for group in ("router", "embedding", "lm_head"):
+        assert {m.module_dtype(group) for m in (bf16, fp8, int4)} == {"bf16"}
+    quantized = bf16.attention_weight_bytes + bf16.mlp_params * 2 + bf16.expert_weight_bytes
+    assert bf16.weight_bytes - fp8.weight_bytes == pytest.approx(quantized / 2)
+    assert bf16.weight_bytes - int4.weight_bytes == pytest.approx(quantized * 3 / 4)
     assert bf16.expert_weight_bytes == 2 * fp8.expert_weight_bytes
 
 
@@ -47,11 +58,40 @@ def test_fp8_kv_cache_doubles_the_kv_capacity():
 
 
 def test_the_checkpoint_quantization_config_sets_the_default_weight_dtype():
-    """DeepSeek-V3's block fp8 checkpoint prices fp8, gpt-oss's mxfp4 int4, Llama bf16."""
+    """DeepSeek-V3's block fp8 checkpoint prices fp8, gpt-oss's mxfp4 mxfp4, Llama bf16."""
     assert get_model_shape("deepseek-v3").weight_dtype == "fp8"
-    assert get_model_shape("gpt-oss-120b").weight_dtype == "int4"
+    assert get_model_shape("gpt-oss-120b").weight_dtype == "mxfp4"
     assert get_model_shape("llama-3.1-405b").weight_dtype == "bf16"
     assert run_dtypes("fp8", None) == ("fp8", "bf16")
+
+
+def test_gpt_oss_prices_mxfp4_experts_and_bf16_attention_router_embeddings_and_head():
+    """gpt-oss-120b's checkpoint quantizes only its routed experts (`modules_to_not_convert`:
+    attention, router, embeddings, LM head): the experts at 0.5 + 1/32 bytes a weight (4-bit
+    values, an E8M0 scale per 32), the rest at 2; 116.8 B parameters in about 65.2 GB."""
+    m = get_model_shape("gpt-oss-120b")
+    assert m.module_dtype("experts") == "mxfp4" and m.module_bytes_per_param("experts") == 0.53125
+    assert {m.module_dtype(g) for g in ("attention", "router", "embedding", "lm_head")} == {"bf16"}
+    assert m.expert_weight_bytes == m.routed_expert_params * 0.53125
+    assert m.attention_weight_bytes == 36 * m.attention_params_per_layer * 2
+    assert m.weight_bytes == pytest.approx(65.17e9, rel=1e-3)
+    quantized_all = get_model_shape({**config_dict("gpt-oss-120b"), "quantization_config": {
+        "quant_method": "mxfp4"}})
+    assert quantized_all.module_dtype("attention") == "mxfp4"
+    assert quantized_all.weight_bytes < m.weight_bytes
+
+
+def test_a_batch1_decode_of_gpt_oss_reads_its_bf16_attention_and_head():
+    """One decode row of gpt-oss-120b on H100 reads the bf16 attention projections, router and
+    LM head besides its 4 experts per layer: priced every weight as mxfp4, the step would
+    miss their extra bytes (2 - 0.53125 a weight) at the memory rate or more."""
+    m = get_model_shape("gpt-oss-120b")
+    step = BatchShape.decode(np.array([512]), 1)
+    mixed = RooflineCostModel(m, H100).step_time(step)
+    every = RooflineCostModel(dataclasses.replace(m, unquantized=()), H100).step_time(step)
+    extra = (m.num_layers * m.attention_params_per_layer + m.router_params
+             + m.embedding_params) * (2 - 0.53125)
+    assert (mixed - every) * H100.mem_bw >= extra
 
 
 def test_fp8_runs_at_the_fp8_peak_and_int4_weight_only_at_bf16():
@@ -99,12 +139,12 @@ def test_unknown_quantization_names_are_refused_naming_the_field(kw, match):
 
 def test_nvfp4_weights_cost_0_5625_bytes_per_param_a_dense_layer_by_hand():
     """A Llama-3-8B layer (218,112,000 params: q/o 4096^2 each, k/v 4096x1024 each, MLP
-    3x4096x14336, two 4096 norms) is 122,688,000 bytes in nvfp4, 0.5625/2 of bf16's."""
-    params = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
+    3x4096x14336, two 4096 norms) is 122,699,776 bytes in nvfp4 (the 218,103,808 linear
+    weights at 0.5625, the two norms in bf16)."""
+    linear = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336
     nvfp4 = get_model_shape("llama-3-8b", weight_dtype=run_dtypes("bf16", "nvfp4")[0])
-    bf16 = get_model_shape("llama-3-8b")
-    assert nvfp4.params_per_layer == params == 218_112_000
-    assert nvfp4.weight_bytes_per_layer == 122_688_000 == bf16.weight_bytes_per_layer * 0.5625 / 2
+    assert nvfp4.params_per_layer == linear + 2 * 4096 == 218_112_000
+    assert nvfp4.weight_bytes_per_layer == linear * 0.5625 + 2 * 4096 * 2 == 122_699_776
 
 
 def test_modelopt_fp4_is_sglangs_name_for_nvfp4():

@@ -56,5 +56,5 @@ def expert_cost(model, tp: int, ep: int, zipf: float, compute_rate: float,
     return ExpertCost(
         routing, model.num_sparse_layers,
         2 * model.params_per_expert / moe_tp / compute_rate,
-        model.params_per_expert * model.weight_bytes_per_param / moe_tp / memory_rate,
+        model.params_per_expert * model.module_bytes_per_param("experts") / moe_tp / memory_rate,
         remote / link_rate)

@@ -2,12 +2,26 @@
 that pick them (`--quantization`, `--kv-cache-dtype`).
 
 Weights: bf16, fp16, fp32, fp8 (W8A8: the GEMMs run at the hardware's fp8 peak), nvfp4
-(W4A4: the GEMMs run at the hardware's fp4 peak, Blackwell's FP4 tensor cores) or int4
+(W4A4: the GEMMs run at the hardware's fp4 peak, Blackwell's FP4 tensor cores), int4
 (weight-only: 4-bit weights dequantised in the GEMM, which runs at the bf16 peak, as SGLang's
-AWQ/GPTQ/Marlin kernels do). KV: bf16, fp16, fp32 or fp8 (storage only: attention computes
-in bf16). Without `--quantization` a run keeps the checkpoint's dtype: fp8 for a
-`quantization_config` of 8 bits (DeepSeek-V3's block fp8), int4 for 4-bit methods (gpt-oss's
-mxfp4, AWQ, GPTQ), else bf16.
+AWQ/GPTQ/Marlin kernels do) or mxfp4 (weight-only as well: the OCP Microscaling format,
+4-bit E2M1 values with one 8-bit E8M0 scale per block of 32, 0.5 + 1/32 bytes a weight:
+"OCP Microscaling Formats (MX) Specification v1.0", 2023, section 5; gpt-oss ships its
+routed experts in it, and SGLang's and vLLM's Hopper MoE kernels for it (triton_kernels'
+matmul_ogs) dequantise to bf16). KV: bf16, fp16, fp32 or fp8 (storage only: attention
+computes in bf16). Without `--quantization` a run keeps the checkpoint's dtype: fp8 for a
+`quantization_config` of 8 bits (DeepSeek-V3's block fp8), mxfp4 for gpt-oss's, int4 for the
+other 4-bit methods (AWQ, GPTQ), else bf16.
+
+A quantized dtype (fp8, nvfp4, int4, mxfp4) applies to the linear layers a checkpoint
+converts: by default every one but the MoE router, with the embeddings and the LM head left
+in bf16 (`UNQUANTIZED_BY_DEFAULT`: NVIDIA ModelOpt's `_default_disabled_quantizer_cfg` in
+`modelopt/torch/quantization/config.py`, which every FP8/NVFP4 config of TensorRT-LLM's and
+SGLang's ModelOpt checkpoints includes, disables `*lm_head*`, `*router*`, `*mlp.gate.*` and
+`*block_sparse_moe.gate*`; SGLang's and vLLM's online fp8 methods return a quantized method
+only for linear and fused-MoE layers, never for the embedding or the LM head, and the MoE
+models build their gate unquantized), and more where the checkpoint's `modules_to_not_convert`
+names more (`sim.model.weight_formats`).
 
 nvfp4 (`--quantization nvfp4`, or SGLang's name `modelopt_fp4`) is NVIDIA's ModelOpt NVFP4:
 4-bit E2M1 values with one FP8 E4M3 scale per block of 16 values and one fp32 scale per
@@ -33,15 +47,18 @@ if TYPE_CHECKING:
 
 DTYPE_BYTES = MappingProxyType({"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1})
 NVFP4_BYTES = 0.5 + 1 / 16   # a 4-bit value plus its share of the 16-value block's fp8 scale
-WEIGHT_DTYPE_BYTES = MappingProxyType({**DTYPE_BYTES, "nvfp4": NVFP4_BYTES, "int4": 0.5})
-WEIGHT_ONLY_DTYPES = ("int4",)
+MXFP4_BYTES = 0.5 + 1 / 32   # a 4-bit value plus its share of the 32-value block's E8M0 scale
+WEIGHT_DTYPE_BYTES = MappingProxyType({**DTYPE_BYTES, "nvfp4": NVFP4_BYTES, "int4": 0.5,
+                                       "mxfp4": MXFP4_BYTES})
+WEIGHT_ONLY_DTYPES = ("int4", "mxfp4")
+QUANTIZED_DTYPES = ("fp8", "nvfp4", "int4", "mxfp4")   # applied per module (module doc)
 DTYPE_ALIASES = MappingProxyType({
     "float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
     "bfloat16": "bf16", "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
     "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
 })
 QUANTIZATIONS = MappingProxyType({"fp8": "fp8", "nvfp4": "nvfp4", "modelopt_fp4": "nvfp4",
-                                  "int4-weight-only": "int4", "none": "bf16"})
+                                  "mxfp4": "mxfp4", "int4-weight-only": "int4", "none": "bf16"})
 # The tensor-core peak a W8A8 / W4A4 weight dtype needs: (Hardware field, what it names).
 NEEDED_PEAK = MappingProxyType({"fp8": ("flops_fp8", "fp8"), "nvfp4": ("flops_fp4", "fp4")})
 KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16", "fp16", "float16")
@@ -63,6 +80,8 @@ def checkpoint_weight_dtype(quantization: QuantConfig | None) -> str:
     """The weight dtype a checkpoint's `quantization_config` stores (bf16 without one)."""
     if quantization is None or quantization.weight_bits >= 16:
         return "bf16"
+    if quantization.method == "mxfp4":
+        return "mxfp4"
     return "fp8" if quantization.weight_bits == 8 else "int4"
 
 

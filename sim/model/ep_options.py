@@ -89,5 +89,5 @@ class EPOptions:
             h, sparse = model.hidden_size, model.num_sparse_layers
             shared = model.moe.shared_intermediate_size if model.moe else 0
             dense = 3 * h * ((model.num_layers - sparse) * model.intermediate_size + sparse * shared)
-        head = model.embedding_params if self.dp_lm_head else 0
-        return (dense + head) * model.weight_bytes_per_param * (1 - 1 / tp)
+        head = model.lm_head_weight_bytes if self.dp_lm_head else 0.0
+        return (dense * model.module_bytes_per_param("mlp") + head) * (1 - 1 / tp)

@@ -32,6 +32,7 @@ from sim.hardware.precision import (
 )
 from sim.model.embedded_configs import EMBEDDED_CONFIGS, config_dict
 from sim.model.shape import ModelShape, causal_pairs
+from sim.model.weight_formats import UNQUANTIZED_BY_DEFAULT, unquantized_groups
 
 __all__ = ["DTYPE_ALIASES", "DTYPE_BYTES", "EMBEDDED_CONFIGS", "ModelShape", "canonical_dtype",
            "causal_pairs", "config_dict", "embedded_configs", "get_model_shape",
@@ -93,13 +94,15 @@ def shape_from_config(config: Mapping[str, Any], name: str = "config",
                          f"num_attention_heads, intermediate_size, vocab_size, and the MoE "
                          f"routing and MLA fields its family uses)") from None
     checkpoint = checkpoint_weight_dtype(c.quantization)
+    unquantized = (UNQUANTIZED_BY_DEFAULT if c.quantization is None
+                   else unquantized_groups(c.quantization.modules_to_not_convert))
     return ModelShape(
         name=name, hidden_size=c.hidden_size, num_layers=c.num_layers, num_heads=c.num_heads,
         num_kv_heads=c.num_kv_heads, head_dim=c.head_dim, intermediate_size=c.intermediate_size,
         vocab_size=c.vocab_size, tie_word_embeddings=c.tie_word_embeddings,
         max_position_embeddings=c.max_position_embeddings, qkv_bias=c.qkv_bias,
         qk_norm=c.qk_norm, weight_dtype=checkpoint if weight_dtype is None else weight_dtype,
-        kv_dtype=kv_dtype, moe=c.moe, mla=c.mla)
+        kv_dtype=kv_dtype, moe=c.moe, mla=c.mla, unquantized=unquantized)
 
 
 def text_config(config: Mapping[str, Any]) -> dict[str, Any]:

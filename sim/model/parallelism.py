@@ -73,7 +73,7 @@ def weight_bytes_per_gpu(model: ModelShape, tp: int, ep_size: int = 1,
     experts = model.expert_weight_bytes
     if attention_dp == 1:
         return (model.weight_bytes - experts) / tp + experts / ep_size / (tp // ep_size)
-    attention = model.num_layers * model.attention_params_per_layer * model.weight_bytes_per_param
+    attention = model.attention_weight_bytes
     shared = model.weight_bytes - experts - attention
     return (shared / tp + attention / (tp // attention_dp)
             + experts / ep_size / (tp // ep_size))

@@ -4,8 +4,11 @@ Llama-family models (Llama 2/3, Qwen2/2.5/3, SmolLM2, Mistral), mixture-of-exper
 (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3, gpt-oss: `moe`) and multi-head latent attention
 (DeepSeek: `mla`).
 
-Weight and KV dtypes are knobs (`sim.hardware.precision`); the weight dtype applies to every weight
-(embeddings and LM head included). FLOPs count a multiply-add as 2. Attention over `prefix`
+Weight and KV dtypes are knobs (`sim.hardware.precision`). A bf16/fp16/fp32 weight dtype applies to
+every weight; a quantized one (fp8, nvfp4, int4, mxfp4) to the linear layers of every group but
+those in `unquantized` (`sim.model.weight_formats`: by default the router, the embeddings and the
+LM head), which stay in bf16, as do the norms and biases: each group's bytes are its own
+dtype's (`module_dtype`). FLOPs count a multiply-add as 2. Attention over `prefix`
 cached tokens and `extend` new tokens (causal) scores e*p + e*(e+1)/2 query-key pairs per head.
 
 Per layer: the attention projections, then a dense gated MLP (3 * hidden * intermediate) or,
@@ -32,7 +35,13 @@ import numpy as np
 from shared.config.kv_cache_layout import KVCacheLayout
 from shared.config.mla_config import MLAConfig
 from shared.config.moe_config import MoEConfig
-from sim.hardware.precision import DTYPE_BYTES, WEIGHT_DTYPE_BYTES, canonical_dtype
+from sim.hardware.precision import (
+    DTYPE_BYTES,
+    QUANTIZED_DTYPES,
+    WEIGHT_DTYPE_BYTES,
+    canonical_dtype,
+)
+from sim.model.weight_formats import UNQUANTIZED_BY_DEFAULT, check_groups
 
 
 def causal_pairs(prefix_lens: Any, extend_lens: Any) -> int:
@@ -61,6 +70,7 @@ class ModelShape:
     kv_dtype: str = "bf16"
     moe: MoEConfig | None = None   # None: every layer dense
     mla: MLAConfig | None = None   # None: per-head K and V
+    unquantized: tuple[str, ...] = UNQUANTIZED_BY_DEFAULT   # weight groups kept in bf16
 
     def __post_init__(self) -> None:
         for f in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
@@ -76,6 +86,7 @@ class ModelShape:
                              f"entries for {self.num_layers} layers")
         object.__setattr__(self, "weight_dtype", canonical_dtype(self.weight_dtype, weights=True))
         object.__setattr__(self, "kv_dtype", canonical_dtype(self.kv_dtype))
+        object.__setattr__(self, "unquantized", check_groups(self.unquantized, self.name))
 
     def with_dtypes(self, weight_dtype: str | None = None, kv_dtype: str | None = None
                     ) -> ModelShape:
@@ -92,8 +103,24 @@ class ModelShape:
 
     @property
     def weight_bytes_per_param(self) -> float:
-        """2 for bf16, 1 for fp8, 0.5625 for nvfp4 (with its block scales), 0.5 for int4."""
+        """The quantized linear layers' bytes per weight: 2 for bf16, 1 for fp8, 0.5625 for
+        nvfp4 (with its block scales), 0.53125 for mxfp4, 0.5 for int4."""
         return WEIGHT_DTYPE_BYTES[self.weight_dtype]
+
+    def module_dtype(self, group: str) -> str:
+        """The dtype a weight group (`sim.model.weight_formats.MODULE_GROUPS`) is stored in:
+        the weight dtype, or bf16 for an unquantized group of a quantized model."""
+        if self.weight_dtype in QUANTIZED_DTYPES and group in self.unquantized:
+            return "bf16"
+        return self.weight_dtype
+
+    def module_bytes_per_param(self, group: str) -> float:
+        return WEIGHT_DTYPE_BYTES[self.module_dtype(group)]
+
+    @property
+    def plain_bytes_per_param(self) -> float:
+        """Norms and biases: never quantized (bf16 under a quantized weight dtype)."""
+        return 2 if self.weight_dtype in QUANTIZED_DTYPES else DTYPE_BYTES[self.weight_dtype]
 
     # --- parameters ---------------------------------------------------------------------
 
@@ -147,6 +174,18 @@ class ModelShape:
                 + sparse * self.sparse_layer_shared_params)
 
     @property
+    def router_params(self) -> int:
+        """Every sparse layer's router."""
+        return 0 if self.moe is None else self.num_sparse_layers * self.hidden_size * self.moe.num_experts
+
+    @property
+    def mlp_params(self) -> int:
+        """The dense layers' MLPs and the sparse layers' shared experts."""
+        shared = 0 if self.moe is None else self.moe.shared_intermediate_size
+        return 3 * self.hidden_size * ((self.num_layers - self.num_sparse_layers)
+                                       * self.intermediate_size + self.num_sparse_layers * shared)
+
+    @property
     def routed_expert_params(self) -> int:
         """Every routed expert of every sparse layer."""
         return 0 if self.moe is None else self.num_sparse_layers * self.moe.num_experts * self.params_per_expert
@@ -188,26 +227,44 @@ class ModelShape:
 
     @property
     def weight_bytes_per_layer(self) -> float:
-        return self.params_per_layer * self.weight_bytes_per_param
+        """A dense layer's weights: its projections and MLP at their groups' bytes, its norms
+        and biases in 16 bits."""
+        return (self.attention_params_per_layer * self.module_bytes_per_param("attention")
+                + 3 * self.hidden_size * self.intermediate_size * self.module_bytes_per_param("mlp")
+                + self.extra_params_per_layer * self.plain_bytes_per_param)
 
     @property
     def weight_bytes(self) -> float:
-        return self.param_count * self.weight_bytes_per_param
+        """Every weight at its group's bytes (a tied LM head counted once, as the embeddings)."""
+        lm_head = 0.0 if self.tie_word_embeddings else self.lm_head_weight_bytes
+        plain = self.num_layers * self.extra_params_per_layer + self.hidden_size
+        return (self.linear_weight_bytes + self.expert_weight_bytes + lm_head
+                + self.embedding_params * self.module_bytes_per_param("embedding")
+                + plain * self.plain_bytes_per_param)
+
+    @property
+    def attention_weight_bytes(self) -> float:
+        """The attention projections' bytes (all layers)."""
+        return (self.num_layers * self.attention_params_per_layer
+                * self.module_bytes_per_param("attention"))
 
     @property
     def linear_weight_bytes(self) -> float:
-        """Bytes a forward reads for the shared linear weights (all layers)."""
-        return self.shared_linear_params * self.weight_bytes_per_param
+        """Bytes a forward reads for the shared linear weights (all layers): the attention
+        projections, the routers, the dense MLPs and shared experts, each at its group's."""
+        return (self.attention_weight_bytes
+                + self.router_params * self.module_bytes_per_param("router")
+                + self.mlp_params * self.module_bytes_per_param("mlp"))
 
     @property
     def expert_weight_bytes(self) -> float:
         """Bytes of all routed experts (all sparse layers); 0 for a dense model."""
-        return self.routed_expert_params * self.weight_bytes_per_param
+        return self.routed_expert_params * self.module_bytes_per_param("experts")
 
     @property
     def lm_head_weight_bytes(self) -> float:
         """Bytes the LM head reads (the embedding matrix when tied)."""
-        return self.embedding_params * self.weight_bytes_per_param
+        return self.embedding_params * self.module_bytes_per_param("lm_head")
 
     def kv_layout(self, tp: int = 1) -> KVCacheLayout:
         """The KV cache layout on one of `tp` ranks (shared with exec: `shared.config.kv_cache_layout`).

@@ -45,6 +45,7 @@ from sim.model.ep_options import EPOptions
 from sim.model.layer_gemms import Gemm, forward_gemms
 from sim.model.parallelism import kv_bytes_per_token_per_rank
 from sim.model.shape import ModelShape
+from sim.model.weight_formats import MODULE_GROUPS, gemm_group
 
 NVFP4_VALUE_BYTES = WEIGHT_DTYPE_BYTES["nvfp4"]   # a 4-bit value and its share of the scales
 MOE_EXTRA_KERNELS = 4   # per sparse layer: top-k routing, permute, activation, combine
@@ -94,9 +95,10 @@ class ForwardKernels:
         self._act = 4 if model.weight_dtype == "fp32" else 2   # activation bytes per value
         self._mem = hardware.mem_bw * params.memory_efficiency
         self._bus = hardware.interconnect_bw * hardware.interconnect_efficiency
-        self._gemm_chip = GemmChip(chip.num_sms, self._linear_mamf(), self._mem,
-                                   params.kernel_latency)
-        self._expert_chip = GemmChip(chip.num_sms, self._linear_mamf(),
+        # NOTE: one GEMM chip per weight group's dtype (`sim.model.weight_formats`)
+        self._chips = {g: GemmChip(chip.num_sms, self._linear_mamf(model.module_dtype(g)),
+                                   self._mem, params.kernel_latency) for g in MODULE_GROUPS}
+        self._expert_chip = GemmChip(chip.num_sms, self._linear_mamf(model.module_dtype("experts")),
                                      hardware.mem_bw * params.expert_memory_efficiency,
                                      params.kernel_latency)
         self._kv_bytes = kv_bytes_per_token_per_rank(model, self._atp)
@@ -120,10 +122,9 @@ class ForwardKernels:
         # NOTE: memo of fixed(); the parts depend on (rows, lm_rows, decode) only.
         self._memo: dict[tuple[int, int, bool], FixedParts] = {}
 
-    def _linear_mamf(self) -> float:
-        """GEMMs run at the weight dtype's MAMF (nvfp4: the fp4 MAMF); fp8 without fp8 units
-        and int4 weights are dequantised and run at bf16's."""
-        dtype = self.model.weight_dtype
+    def _linear_mamf(self, dtype: str) -> float:
+        """GEMMs run at their weights' dtype's MAMF (nvfp4: the fp4 MAMF); fp8 without fp8
+        units and int4 / mxfp4 weights are dequantised and run at bf16's."""
         if dtype in WEIGHT_ONLY_DTYPES or self.chip.mamf(dtype) is None:
             return self.chip.mamf_bf16
         return self.chip.mamf(dtype)
@@ -197,9 +198,14 @@ class ForwardKernels:
         return exposed_alltoall(attention_side, fixed.experts, fixed.alltoall, sms)
 
     def _gemms_split(self, gemms: Sequence[Gemm], m: float) -> BoundSplit:
-        wb, chip = self.model.weight_bytes_per_param, self._gemm_chip
-        return sum_splits(*(_gemm_split(gemm_time(chip, m, g.n, g.k, wb, self._act), g.count)
-                            for g in gemms))
+        """The GEMMs over m rows, each at its weight group's bytes and chip."""
+        model, parts = self.model, []
+        for g in gemms:
+            group = gemm_group(g.name)
+            parts.append(_gemm_split(gemm_time(self._chips[group], m, g.n, g.k,
+                                               model.module_bytes_per_param(group), self._act),
+                                     g.count))
+        return sum_splits(*parts)
 
     def kv_write(self, rows: int) -> float:
         """Seconds to store `rows` new tokens' keys and values (every layer, this rank's KV
@@ -221,10 +227,11 @@ class ForwardKernels:
             return BoundSplit()
         m = self.model
         if self.opts.dp_lm_head:   # one attention rank's rows, the whole vocabulary
-            return _gemm_split(gemm_time(self._gemm_chip, self.rank_rows(rows), m.vocab_size,
-                                         m.hidden_size, m.weight_bytes_per_param, self._act))
-        head = gemm_time(self._gemm_chip, rows, m.vocab_size // self.tp, m.hidden_size,
-                         m.weight_bytes_per_param, self._act)
+            return _gemm_split(gemm_time(self._chips["lm_head"], self.rank_rows(rows),
+                                         m.vocab_size, m.hidden_size,
+                                         m.module_bytes_per_param("lm_head"), self._act))
+        head = gemm_time(self._chips["lm_head"], rows, m.vocab_size // self.tp, m.hidden_size,
+                         m.module_bytes_per_param("lm_head"), self._act)
         gather = allgather_time(rows * m.vocab_size * self._act, self.tp, self._bus_over(self.tp))
         return sum_splits(_gemm_split(head), BoundSplit(communication=gather.total))
 
@@ -272,7 +279,7 @@ class ForwardKernels:
         if load.experts <= 0:
             return BoundSplit(), 0.0
         width, per_expert = m.moe.expert_intermediate_size // (self.tp // self.ep_size), load.pairs / load.experts
-        wb, chip, layers = m.weight_bytes_per_param, self._expert_chip, m.num_sparse_layers
+        wb, chip, layers = m.module_bytes_per_param("experts"), self._expert_chip, m.num_sparse_layers
         experts = sum_splits(*(_gemm_split(gemm_time(chip, per_expert, n, k, wb, self._act,
                                                      load.experts), layers)
                                for n, k in ((2 * width, m.hidden_size), (m.hidden_size, width))),

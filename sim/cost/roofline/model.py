@@ -92,27 +92,42 @@ class RooflineCostModel(CostModel):
         object.__setattr__(self, "_rates", self._derive_rates())
         object.__setattr__(self, "_experts", expert_cost(
             self.model_shape, self.tp, self.ep_size, self.expert_zipf,
-            self._compute_rate(self.linear_peak), self._memory_rate(), self._link_rate(),
+            self._group_rate("experts"), self._memory_rate(), self._link_rate(),
             DTYPE_BYTES[self.activation_dtype]))
 
     def _derive_rates(self) -> _Rates:
         m, tp, over = self.model_shape, self.tp, self.effective_overheads
-        compute, memory = self._compute_rate(self.linear_peak), self._memory_rate()
+        memory, compute = self._memory_rate(), self._group_rate("attention")
+        linear, naive = self._linear_per_row(compute)
         attn_peak = self.hardware.peak_flops(self.activation_dtype) or self.hardware.flops_bf16
         attn = self._compute_rate(attn_peak)
         row_bytes = m.hidden_size * DTYPE_BYTES[self.activation_dtype]
         allreduces = 2 * m.num_layers - (m.num_sparse_layers if self.ep_size > 1 else 0)
         return _Rates(
-            m.linear_flops_per_token / tp / compute, m.linear_weight_bytes / tp / memory,
+            linear, m.linear_weight_bytes / tp / memory,
             kernel_latency(m, tp),
             m.attention_flops_per_pair / tp / attn,
             kv_bytes_per_token_per_rank(m, tp) / memory,
-            m.naive_linear_flops_per_token / tp / compute,
+            naive,
             m.naive_attention_flops_per_pair / tp / attn,
             m.kv_up_flops_per_kv_token / tp / compute,
-            m.lm_head_flops_per_row / tp / compute, m.lm_head_weight_bytes / tp / memory,
+            m.lm_head_flops_per_row / tp / self._group_rate("lm_head"),
+            m.lm_head_weight_bytes / tp / memory,
             AllReduces(allreduces, row_bytes, tp, self._link_rate()),
             over.per_step + over.per_layer * m.num_layers)
+
+    def _linear_per_row(self, compute: float) -> tuple[float, float]:
+        """Seconds per row of the shared linear layers (decode; naive MLA's extend), each
+        weight group at its dtype's rate (`compute`: the attention projections')."""
+        m, tp = self.model_shape, self.tp
+        others = (("router", m.router_params), ("mlp", m.mlp_params))
+        if all(self._group_rate(g) == compute for g, _ in others):
+            return (m.linear_flops_per_token / tp / compute,
+                    m.naive_linear_flops_per_token / tp / compute)
+        rest = sum(2 * p / tp / self._group_rate(g) for g, p in others)
+        attention = m.linear_flops_per_token - 2 * (m.router_params + m.mlp_params)
+        return (attention / tp / compute + rest,
+                (attention - m.kv_up_flops_per_kv_token) / tp / compute + rest)
 
     @property
     def effective_efficiencies(self) -> Efficiencies:
@@ -124,8 +139,16 @@ class RooflineCostModel(CostModel):
 
     @property
     def linear_peak(self) -> float:
-        """Peak FLOP/s the linear layers run at for the model's weight dtype."""
-        dtype, hw = self.model_shape.weight_dtype, self.hardware
+        """Peak FLOP/s the quantized linear layers run at (the model's weight dtype)."""
+        return self.peak_for(self.model_shape.weight_dtype)
+
+    def _group_rate(self, group: str) -> float:
+        """The compute rate of a weight group's GEMMs (its dtype's peak, `peak_for`)."""
+        return self._compute_rate(self.peak_for(self.model_shape.module_dtype(group)))
+
+    def peak_for(self, dtype: str) -> float:
+        """Peak FLOP/s of GEMMs over weights of `dtype`."""
+        hw = self.hardware
         if dtype in WEIGHT_ONLY_DTYPES:
             return hw.flops_bf16  # dequantised to bf16 in the GEMM
         peak = hw.peak_flops(dtype)
