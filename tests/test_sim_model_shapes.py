@@ -15,7 +15,7 @@ from sim.model.from_config import (
 ISSUE_KEYS = ("llama-3-8b", "llama-3-70b", "qwen2.5-7b", "qwen2.5-72b", "qwen3-8b", "smollm2-135m",
               "llama-3.1-405b", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3",
               "gpt-oss-120b", "llama-3.1-8b", "llama-3.1-70b", "llama-2-7b", "llama-2-13b",
-              "llama-2-70b", "mixtral-8x22b", "llama-4-maverick")
+              "llama-2-70b", "mixtral-8x22b", "llama-4-maverick", "gpt-oss-20b", "qwen3-32b")
 # Published parameter counts (model cards) and the tolerance each is checked at.
 PUBLISHED_PARAMS = [
     ("smollm2-135m", 135e6, 0.03),
@@ -30,6 +30,8 @@ PUBLISHED_PARAMS = [
     ("qwen3-235b-a22b", 235e9, 0.01),
     ("deepseek-v3", 671e9, 0.01),
     ("gpt-oss-120b", 116.8e9, 0.01),
+    ("gpt-oss-20b", 20.9e9, 0.01),      # model card: 21B parameters (20.9B in its safetensors)
+    ("qwen3-32b", 32.8e9, 0.01),        # model card: 32.8B
     ("llama-3.1-8b", 8.03e9, 0.01),
     ("llama-3.1-70b", 70.6e9, 0.01),
     ("llama-2-7b", 6.74e9, 0.01),

@@ -73,8 +73,10 @@ def _model(repo: str) -> str:
 
 def _hardware(gpu: str) -> str:
     for prefix, key in HARDWARE:
-        if gpu.startswith(prefix):
+        if gpu.startswith(prefix) and key is not None:
             return key
+        if gpu.startswith(prefix):
+            break
     raise Refused(f"GPU {gpu!r} is not in the hardware catalogue")
 
 

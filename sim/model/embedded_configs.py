@@ -14,6 +14,10 @@ from typing import Any
 
 _F = MappingProxyType
 _GPT_OSS_LAYER_TYPES = ("sliding_attention", "full_attention") * 18
+_GPT_OSS_MXFP4 = _F({"quant_method": "mxfp4", "modules_to_not_convert": (
+    "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head")})
+_GPT_OSS_ROPE = _F({"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                    "original_max_position_embeddings": 4096, "truncate": False})
 # Llama-4: 1 = a RoPE layer with chunked attention, 0 = a NoPE layer with global attention
 # (transformers' Llama4TextConfig default for no_rope_layer_interval 4).
 _LLAMA4_NO_ROPE_LAYERS = (1, 1, 1, 0) * 12
@@ -63,6 +67,12 @@ EMBEDDED_CONFIGS = _F({
         "architectures": ("Qwen3ForCausalLM",), "model_type": "qwen3", "hidden_size": 4096,
         "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
         "head_dim": 128, "intermediate_size": 12288, "vocab_size": 151936,
+        "tie_word_embeddings": False, "max_position_embeddings": 40960,
+        "rope_theta": 1000000.0, "eos_token_id": 151645}),
+    "qwen3-32b": _F({  # Qwen/Qwen3-32B config.json
+        "architectures": ("Qwen3ForCausalLM",), "model_type": "qwen3", "hidden_size": 5120,
+        "num_hidden_layers": 64, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "head_dim": 128, "intermediate_size": 25600, "vocab_size": 151936,
         "tie_word_embeddings": False, "max_position_embeddings": 40960,
         "rope_theta": 1000000.0, "eos_token_id": 151645}),
     "smollm2-135m": _F({  # HuggingFaceTB/SmolLM2-135M config.json
@@ -159,12 +169,17 @@ EMBEDDED_CONFIGS = _F({
         "num_experts_per_tok": 4, "experts_per_token": 4, "attention_bias": True,
         "vocab_size": 201088, "tie_word_embeddings": False, "max_position_embeddings": 131072,
         "rope_theta": 150000, "sliding_window": 128, "layer_types": _GPT_OSS_LAYER_TYPES,
-        "rope_scaling": _F({"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
-                            "beta_slow": 1.0, "original_max_position_embeddings": 4096,
-                            "truncate": False}),
-        "quantization_config": _F({"quant_method": "mxfp4", "modules_to_not_convert": (
-            "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
-            "lm_head")}),
+        "rope_scaling": _GPT_OSS_ROPE, "quantization_config": _GPT_OSS_MXFP4,
+        "eos_token_id": 200002}),
+    "gpt-oss-20b": _F({  # openai/gpt-oss-20b config.json
+        "architectures": ("GptOssForCausalLM",), "model_type": "gpt_oss", "hidden_size": 2880,
+        "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 32,
+        "num_experts_per_tok": 4, "experts_per_token": 4, "attention_bias": True,
+        "vocab_size": 201088, "tie_word_embeddings": False, "max_position_embeddings": 131072,
+        "rope_theta": 150000, "sliding_window": 128,
+        "layer_types": ("sliding_attention", "full_attention") * 12,
+        "rope_scaling": _GPT_OSS_ROPE, "quantization_config": _GPT_OSS_MXFP4,
         "eos_token_id": 200002}),
     "llama-4-maverick": _F({  # meta-llama/Llama-4-Maverick-17B-128E-Instruct config.json
         "architectures": ("Llama4ForConditionalGeneration",), "model_type": "llama4",
