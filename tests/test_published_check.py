@@ -12,6 +12,7 @@ from experiments.published_check.predict import Prediction, build_workload, pred
 from experiments.published_check.report import rows_frame, summary_frame
 from experiments.published_check.row_spec import RowSpec, Unexpressed
 from experiments.published_check.sources import half_of, source_name
+from sim.cost.engine_profile import get_engine_profile
 
 TRT = "github:NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md @258c7540 (throughput)"
 ROW = {"id": "r1", "source": TRT, "model": "meta-llama/Llama-3.1-70B",
@@ -336,3 +337,55 @@ def test_every_held_out_row_is_expressed():
     assert len(specs) == 79
     assert not [s for s in specs if isinstance(s, Unexpressed)]
     assert {s.sim_args["hardware"] for s in specs} == {"h100", "h200"}
+
+
+@pytest.mark.parametrize("version, source, v1", [
+    ("0.6.2", "", False), ("0.7.3", "", False), ("0.8.5.post1", "", True),
+    ("v0.10.0", "", True), ("0.19.1 (inferred from Table 3)", "", True),
+    ("not pinned (main, ~2026-06-01)", "", True), ("not pinned", "pull/23696 (2025-08-28)", True),
+    ("not pinned", "", False)])
+def test_a_vllm_row_runs_v1_from_0_8_or_when_dated_2025_on(version, source, v1):
+    """vLLM's V1 engine is the default from 0.8.0; an unversioned row counts as V1 when its
+    version, source or caveat is dated 2025 or later."""
+    row = {**ROW, "engine": "vllm", "engine_version": version, "source": source or TRT}
+    profile = get_engine_profile(express(row).sim_args["engine_profile"])
+    assert (profile.name == "vllm-v1") is v1
+
+
+@pytest.mark.parametrize("gpu, workload, budget, seqs", [
+    ("H100-SXM5-80GB", "vllm bench serve --max-concurrency 64", 8192, 1024),
+    ("H100-SXM5-80GB", "vllm bench throughput --input-len 1024", 16384, 1024),
+    ("A100-SXM4-80GB", "vllm bench serve", 2048, 256),
+    ("A100-SXM4-80GB", "LLM(model=...) offline", 8192, 256),
+    ("H200-141GB", "vllm serve --max-num-batched-tokens 4096 --max-num-seqs 512", 4096, 512)])
+def test_a_vllm_v1_row_shares_a_token_budget_between_decodes_and_a_prefill_chunk(
+        gpu, workload, budget, seqs):
+    """V1's defaults (EngineArgs.get_batch_defaults: by GPU and entry point) unless the
+    command sets --max-num-batched-tokens / --max-num-seqs; every step mixes decodes and a
+    prefill chunk within the budget."""
+    row = {**ROW, "engine": "vllm", "engine_version": "0.10.1", "gpu": gpu, "workload": workload}
+    args = express(row).sim_args
+    assert (args["chunked_prefill_size"], args["max_prefill_tokens"]) == (budget, budget)
+    assert args["enable_mixed_chunk"] is True and args["max_running_requests"] == seqs
+    assert args["engine_profile"].overlap is False
+
+
+def test_a_vllm_v1_row_with_async_scheduling_overlaps_its_cpu():
+    row = {**ROW, "engine": "vllm", "engine_version": "0.11.0",
+           "workload": "vllm serve --async-scheduling"}
+    profile = express(row).sim_args["engine_profile"]
+    assert profile.name == "vllm-v1" and profile.overlap is True
+
+
+@pytest.mark.parametrize("precision, quantization, kv", [
+    ("mxfp4 MoE weights (native checkpoint); KV bf16", "mxfp4", "auto"),
+    ("bf16 weights; KV fp8 e4m3", "none", "fp8_e4m3"),
+    ("fp8 (weights, activations; KV cache fp8)", "fp8", "fp8_e4m3")])
+def test_the_precision_cell_names_the_weight_format_and_the_kv_dtype(precision, quantization, kv):
+    args = express({**ROW, "precision": precision, "model": "openai/gpt-oss-20b"}).sim_args
+    assert (args["quantization"], args["kv_cache_dtype"]) == (quantization, kv)
+
+
+def test_an_h100_nvl_card_is_refused_not_read_as_the_sxm_part():
+    spec = express({**ROW, "gpu": "H100-NVL-94GB"})
+    assert isinstance(spec, Unexpressed) and "H100-NVL-94GB" in spec.reason

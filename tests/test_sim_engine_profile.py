@@ -88,6 +88,7 @@ def test_every_profile_number_and_schedule_names_its_source(name):
     """CPU seconds and the default schedule of each profile come with a source, and so do
     the capacity policy and the kernel choices where a profile sets them."""
     fields = ["cpu_per_step", "cpu_per_request", "overlap"]
+    fields += ["batch_defaults"] if name == "vllm-v1" else []
     fields += [f for f in ("guaranteed_no_evict", "fp8_attention", "fp4_moe_gather")
                if getattr(ENGINE_PROFILES[name], f)]
     assert all(SOURCES.get(f"{name}.{field}") for field in fields)

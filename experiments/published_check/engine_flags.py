@@ -18,6 +18,10 @@ SCHEDULER_STEPS = re.compile(r"(?:num[-_]scheduler[-_]steps?|multi-step scheduli
 MAX_NUM_SEQS = re.compile(r"--max-num-seqs[ =](\d+)")
 MAX_BATCHED_TOKENS = re.compile(r"--max-num-batched-tokens[ =](\d+)")
 MAX_NUM_TOKENS = re.compile(r"max_num_tokens[ =:]*(\d+)")
+VERSION = re.compile(r"(?<![\d.])v?(\d+)\.(\d+)")
+YEAR_2025_ON = re.compile(r"\b20(2[5-9]|[3-9]\d)\b")
+# vLLM's offline entry points (UsageContext.LLM_CLASS): the LLM class, `vllm bench throughput`
+OFFLINE_ENTRY = re.compile(r"bench throughput|benchmark_throughput|LLM\(|offline", re.I)
 
 
 def engine_args(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str, Any],
@@ -36,7 +40,45 @@ def engine_args(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str,
         return {"engine_profile": name, **_sglang_flags(row, notes)}
     if name != "vllm":
         return {"engine_profile": name}
+    if is_vllm_v1(row):
+        return _vllm_v1(row, notes, sim_args)
     return {"engine_profile": _vllm_profile(row, notes), **_vllm_limits(row, notes)}
+
+
+def is_vllm_v1(row: Mapping[str, Any]) -> bool:
+    """Whether a vLLM row ran the V1 engine: its version 0.8 or later (`V1_FROM`), or, with
+    no version, a source or caveat dated 2025 or later."""
+    from sim.cost.engine_profile import V1_FROM
+
+    version = VERSION.search(str(row.get("engine_version", "")))
+    if version is not None:
+        return (int(version.group(1)), int(version.group(2))) >= V1_FROM
+    return YEAR_2025_ON.search(f"{row.get('engine_version', '')} {row.get('source', '')} "
+                               f"{row.get('caveat', '')}") is not None
+
+
+def _vllm_v1(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str, Any]
+             ) -> dict[str, Any]:
+    """V1's schedule: every step one token budget (--max-num-batched-tokens, else V1's
+    default for the GPU and the entry point) that the running decodes and a prefill chunk
+    share (SGLang's mixed chunk), at most --max-num-seqs running (else V1's default), the
+    scheduler one step ahead under --async-scheduling."""
+    from sim.cost.engine_profile import V1_BATCH_DEFAULTS, get_engine_profile
+
+    text = str(row.get("workload", ""))
+    large, offline = sim_args.get("hardware") != "a100-80g", bool(OFFLINE_ENTRY.search(text))
+    budget, seqs = V1_BATCH_DEFAULTS[(large, offline)]
+    given_tokens, given_seqs = MAX_BATCHED_TOKENS.search(text), MAX_NUM_SEQS.search(text)
+    budget = int(given_tokens.group(1)) if given_tokens else budget
+    seqs = int(given_seqs.group(1)) if given_seqs else seqs
+    profile = get_engine_profile("vllm-v1")
+    if "--async-scheduling" in text:
+        profile = profile.with_overlap()
+    notes.append(f"vLLM V1: a {budget}-token budget per step shared by decodes and a prefill "
+                 f"chunk, up to {seqs} running{', async scheduling' if profile.overlap else ''}")
+    return {"engine_profile": profile, "chunked_prefill_size": budget,
+            "max_prefill_tokens": budget, "enable_mixed_chunk": True,
+            "max_running_requests": seqs}
 
 
 def profile_name(engine: str) -> str | None:

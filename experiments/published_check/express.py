@@ -81,11 +81,11 @@ def _hardware(gpu: str) -> str:
 
 
 def _precision(text: str, notes: list[str]) -> dict[str, str]:
-    token, low = text.split()[0], text.lower()
-    quantization = {"fp8": "fp8", "nvfp4": "nvfp4"}.get(token, "none")
+    token, low = text.split()[0].rstrip(",;"), text.lower()
+    quantization = {"fp8": "fp8", "nvfp4": "nvfp4", "mxfp4": "mxfp4"}.get(token, "none")
     if "fp8_e5m2" in low:
         return {"quantization": quantization, "kv_cache_dtype": "fp8_e5m2"}
-    fp8_kv = ("kv cache fp8" in low or "fp8 kv" in low) and "not fp8" not in low
+    fp8_kv = any(f in low for f in ("kv cache fp8", "fp8 kv", "kv fp8")) and "not fp8" not in low
     if "modelopt" in low and "kv dtype not stated" in low:
         notes.append(MODELOPT_KV)
         fp8_kv = True

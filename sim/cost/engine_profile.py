@@ -20,6 +20,11 @@ it, the schedule it runs by default, and the kernel choices its published runs d
   quantized (4-bit values and their scales) and its output reduce-scattered in 16 bits,
   instead of one 16-bit all-reduce.
 
+- `version`: the engine release the profile models (a run's trace header names it): vLLM's
+  V0 engine (0.6, `vllm`) and its V1 engine (0.8 on, `vllm-v1`: a persistent batch and a
+  scheduler of SGLang's design, every step a token budget that the running decodes and a
+  prefill chunk share: see `V1_BATCH_DEFAULTS` for the budget and cap it starts from).
+
 Profiles are registered by name in `ENGINE_PROFILES` (one entry per engine); each number
 says where it comes from in `SOURCES`. Launch costs (CUDA graph replay, eager launches) are
 the GPU driver's, the same for every engine: `sim.cost.kernel.params`.
@@ -43,6 +48,7 @@ class EngineProfile:
     guaranteed_no_evict: bool = False  # admission reserves every running request's output
     fp8_attention: bool = False    # fp8 KV cache: decode attention on fp8 tensor cores
     fp4_moe_gather: bool = False   # attention DP: an NVFP4 MoE's input gathered in NVFP4
+    version: str = ""              # the engine release modelled (module doc)
 
     def __post_init__(self) -> None:
         for name in ("cpu_per_step", "cpu_per_request"):
@@ -70,15 +76,28 @@ class EngineProfile:
         """This profile with `steps` decode steps per scheduling pass."""
         return dataclasses.replace(self, scheduler_steps=steps)
 
+    def with_overlap(self) -> EngineProfile:
+        """This profile with the CPU of a step hidden under the device (vLLM V1's
+        `--async-scheduling`)."""
+        return dataclasses.replace(self, overlap=True)
+
 
 ENGINE_PROFILES = MappingProxyType({
     "sglang": EngineProfile("sglang", 60e-6, 3e-6, overlap=True),
-    "vllm": EngineProfile("vllm", 0.5e-3, 14e-6, overlap=False),
+    "vllm": EngineProfile("vllm", 0.5e-3, 14e-6, overlap=False, version="0.6 (V0 engine)"),
+    "vllm-v1": EngineProfile("vllm-v1", 60e-6, 3e-6, overlap=False, version="0.8+ (V1 engine)"),
     "trt-llm": EngineProfile("trt-llm", 60e-6, 3e-6, overlap=True, guaranteed_no_evict=True,
                              fp8_attention=True, fp4_moe_gather=True),
     "lmdeploy": EngineProfile("lmdeploy", 60e-6, 1e-6, overlap=False),
 })
 DEFAULT_ENGINE_PROFILE = "sglang"
+V1_FROM = (0, 8)   # vLLM's V1 engine is the default from 0.8.0 (VLLM_USE_V1=1)
+
+# vLLM V1's batch defaults, EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py): a GPU of
+# at least 70 GiB that is not an A100 gets the larger ones (PR 17885 kept A100 out). Keyed by
+# (large GPU, offline LLM class): (max_num_batched_tokens, max_num_seqs).
+V1_BATCH_DEFAULTS = MappingProxyType({(True, True): (16384, 1024), (True, False): (8192, 1024),
+                                      (False, True): (8192, 256), (False, False): (2048, 256)})
 
 _PYTHON_PER_REQUEST = ("estimate: vLLM V1's Scheduler.update_from_output loop costs 0.142 ms "
                        "at batch 128 and 0.287 ms at 256, ~1.1 us per request "
@@ -104,6 +123,17 @@ SOURCES = {
     "vllm.cpu_per_step": "assumption: 0.5 ms of the RFC's 4 ms bubble is per pass",
     "vllm.scheduler_steps": ("1, vLLM's default; a run's --num-scheduler-steps sets it "
                              "(EngineProfile.with_scheduler_steps)"),
+    "vllm-v1.overlap": ("off: V1 schedules step N + 1 after step N's outputs unless "
+                        "--async-scheduling (vllm PR 19970, 2025-06: the scheduler one step "
+                        "ahead of the model, an opt-in flag), which a run's flags turn on "
+                        "(EngineProfile.with_overlap)"),
+    "vllm-v1.cpu_per_request": _PYTHON_PER_REQUEST,
+    "vllm-v1.cpu_per_step": ("assumption: as SGLang's; V1 keeps a persistent batch and "
+                             "sends only its changes to the workers (blog.vllm.ai "
+                             "2025-01-27, 'vLLM V1: A Major Upgrade to vLLM's Core "
+                             "Architecture'), the design SGLang's scheduler has"),
+    "vllm-v1.batch_defaults": ("V1_BATCH_DEFAULTS: vLLM's EngineArgs.get_batch_defaults "
+                               "(vllm/engine/arg_utils.py)"),
     "trt-llm.overlap": ("TRT-LLM's overlap scheduler, on by default in the PyTorch backend "
                         "(nvidia.github.io/TensorRT-LLM, 'Overlap Scheduler'; "
                         "disable_overlap_scheduler=True turns it off). NOTE: the TensorRT-"
