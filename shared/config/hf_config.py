@@ -39,6 +39,7 @@ ARCHITECTURES = MappingProxyType({
 MODEL_TYPES = MappingProxyType({family: family for family in ARCHITECTURES.values()})
 QK_NORM_FAMILIES = ("qwen3", "qwen3_moe")
 DEFAULT_CONTEXT = 2048
+LAYER_TYPES = ("full_attention", "sliding_attention")   # transformers' config.layer_types
 
 __all__ = ["ARCHITECTURES", "HFConfig", "InvalidModelConfig", "MLAConfig", "MoEConfig",
            "QuantConfig", "eos_token_ids"]
@@ -68,6 +69,7 @@ class HFConfig:
     moe: MoEConfig | None = None           # None: a dense model
     mla: MLAConfig | None = None           # None: per-head K and V
     quantization: QuantConfig | None = None
+    layer_types: tuple[str, ...] = ()      # per layer, one of LAYER_TYPES (empty: not given)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -109,7 +111,8 @@ class HFConfig:
             tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
             attention_bias=bool(d.get("attention_bias", False)) and arch != "mistral",
             mlp_bias=bool(d.get("mlp_bias", False)), hidden_act=d.get("hidden_act", "silu"),
-            sliding_window=_sliding_window(arch, d), eos_token_ids=eos_token_ids(d),
+            sliding_window=_sliding_window(arch, d), layer_types=_layer_types(d, layers),
+            eos_token_ids=eos_token_ids(d),
             moe=moe_config(d, arch, layers), mla=mla, quantization=quant_config(d), raw=dict(d))
 
     @property
@@ -188,6 +191,24 @@ def _sliding_window(arch: str | None, d: dict[str, Any]) -> int | None:
                           and not d.get("use_sliding_window", False)):
         return None
     return int(window) if window < int(d.get("max_position_embeddings", DEFAULT_CONTEXT)) else None
+
+
+def _layer_types(d: dict[str, Any], layers: int) -> tuple[str, ...]:
+    """config.json's `layer_types` (transformers' per-layer attention kind), one known kind
+    (LAYER_TYPES) per layer, () when none is a sliding layer; InvalidModelConfig naming an
+    unknown entry or a wrong length."""
+    kinds = d.get("layer_types")
+    if kinds is None:
+        return ()
+    if not isinstance(kinds, list | tuple) or len(kinds) != layers:
+        raise InvalidModelConfig(f"layer_types must list one attention kind per layer "
+                                 f"({layers}), got {kinds!r}")
+    unknown = sorted({str(k) for k in kinds} - set(LAYER_TYPES))
+    if unknown:
+        raise InvalidModelConfig(f"layer_types entry {unknown[0]!r} is not an attention kind "
+                                 f"this reader knows ({', '.join(LAYER_TYPES)})")
+    # NOTE: every layer full is the default (a config that lists it reads as one that does not)
+    return tuple(kinds) if "sliding_attention" in kinds else ()
 
 
 def eos_token_ids(d: dict[str, Any]) -> tuple[int, ...]:

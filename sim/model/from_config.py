@@ -84,9 +84,10 @@ def shape_from_config(config: Mapping[str, Any], name: str = "config",
                       weight_dtype: str | None = None, kv_dtype: str = "bf16") -> ModelShape:
     """Read a config.json dict through the shared reader (`shared.config.hf_config.HFConfig`).
 
-    NOTE: a sliding window and Llama-4's chunked attention are priced as full attention (an
-    upper bound; exact below the window or chunk), and an architecture outside the known
-    families as the shape its sizes give."""
+    NOTE: sliding-window layers (`layer_types`, or every layer when a window binds without
+    them) are priced over their window (`sim.model.sliding_window`); Llama-4's chunked
+    attention as full attention (an upper bound; exact below the chunk), and an architecture
+    outside the known families as the shape its sizes give."""
     try:
         c = HFConfig.from_dict(text_config(config))
     except InvalidModelConfig as e:
@@ -96,13 +97,16 @@ def shape_from_config(config: Mapping[str, Any], name: str = "config",
     checkpoint = checkpoint_weight_dtype(c.quantization)
     unquantized = (UNQUANTIZED_BY_DEFAULT if c.quantization is None
                    else unquantized_groups(c.quantization.modules_to_not_convert))
+    sliding = (c.layer_types.count("sliding_attention") if c.layer_types
+               else c.num_layers if c.sliding_window else 0) if c.sliding_window else 0
     return ModelShape(
         name=name, hidden_size=c.hidden_size, num_layers=c.num_layers, num_heads=c.num_heads,
         num_kv_heads=c.num_kv_heads, head_dim=c.head_dim, intermediate_size=c.intermediate_size,
         vocab_size=c.vocab_size, tie_word_embeddings=c.tie_word_embeddings,
         max_position_embeddings=c.max_position_embeddings, qkv_bias=c.qkv_bias,
         qk_norm=c.qk_norm, weight_dtype=checkpoint if weight_dtype is None else weight_dtype,
-        kv_dtype=kv_dtype, moe=c.moe, mla=c.mla, unquantized=unquantized)
+        kv_dtype=kv_dtype, moe=c.moe, mla=c.mla, unquantized=unquantized,
+        sliding_window=c.sliding_window if sliding else None, sliding_layers=sliding)
 
 
 def text_config(config: Mapping[str, Any]) -> dict[str, Any]:

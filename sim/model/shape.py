@@ -71,6 +71,8 @@ class ModelShape:
     moe: MoEConfig | None = None   # None: every layer dense
     mla: MLAConfig | None = None   # None: per-head K and V
     unquantized: tuple[str, ...] = UNQUANTIZED_BY_DEFAULT   # weight groups kept in bf16
+    sliding_window: int | None = None   # the sliding layers' window (sim.model.sliding_window)
+    sliding_layers: int = 0             # layers that attend over the window only
 
     def __post_init__(self) -> None:
         for f in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
@@ -87,6 +89,10 @@ class ModelShape:
         object.__setattr__(self, "weight_dtype", canonical_dtype(self.weight_dtype, weights=True))
         object.__setattr__(self, "kv_dtype", canonical_dtype(self.kv_dtype))
         object.__setattr__(self, "unquantized", check_groups(self.unquantized, self.name))
+        if not (0 <= self.sliding_layers <= self.num_layers
+                and (self.sliding_layers == 0 or (self.sliding_window or 0) >= 1)):
+            raise ValueError(f"{self.name}: sliding_layers ({self.sliding_layers!r}) must be in "
+                             f"[0, {self.num_layers}], with a sliding_window >= 1 when > 0")
 
     def with_dtypes(self, weight_dtype: str | None = None, kv_dtype: str | None = None
                     ) -> ModelShape:

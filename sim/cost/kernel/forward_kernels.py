@@ -343,19 +343,24 @@ class ForwardKernels:
         return self.rank_rows(rows) * self._unit_seconds
 
     def extend_attention(self, prefix_lens: Sequence[int], extend_lens: Sequence[int],
-                         kv_tokens: int, share: float | None = None) -> float:
+                         kv_tokens: float, share: float | None = None,
+                         pair_scale: float = 1.0) -> float:
         """FlashAttention over query tiles of QUERY_TILE rows per head, each tile's causal
         pairs, on the SMs (`sim.cost.kernel.prefill_attention`; the busiest attention rank's `share` of
-        the tiles and KV; None: 1 / dp)."""
-        return sum(self.extend_attention_split(prefix_lens, extend_lens, kv_tokens, share))
+        the tiles and KV; None: 1 / dp), `pair_scale` of the causal pairs scored (sliding-window
+        layers score fewer: `KernelCostModel._attention_work`)."""
+        return sum(self.extend_attention_split(prefix_lens, extend_lens, kv_tokens, share,
+                                               pair_scale))
 
     def extend_attention_split(self, prefix_lens: Sequence[int], extend_lens: Sequence[int],
-                               kv_tokens: int, share: float | None = None) -> BoundSplit:
+                               kv_tokens: float, share: float | None = None,
+                               pair_scale: float = 1.0) -> BoundSplit:
         """extend_attention's seconds on its bound (compute or memory)."""
         m, share = self.model, 1 / self.dp if share is None else share
         span = tiled_makespan(query_tile_pairs(prefix_lens, extend_lens),
                               self._heads * share, self.chip.num_sms)
-        compute = span * self._sm_pair_seconds
+        compute = span * self._sm_pair_seconds * pair_scale if pair_scale != 1.0 \
+            else span * self._sm_pair_seconds
         read = kv_tokens * share * self._kv_bytes / self._mem
         return split_max(compute, read,
                          max(compute, read) + m.num_layers * self.params.kernel_latency)

@@ -51,6 +51,7 @@ from sim.hardware.hardware import Hardware
 from sim.model.ep_options import EPOptions
 from sim.model.parallelism import check_attention_dp, check_ep
 from sim.model.shape import ModelShape
+from sim.model.sliding_window import window_savings
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,10 @@ class KernelCostModel(CostModel):
         rank, share = self._busiest_rank(shape, decode)
         fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode, rank)
         linear = fixed.linear + (0.0 if decode else sum(k.kv_up(shape.kv_tokens, share)))
-        attention = (k.decode_attention(shape.kv_tokens, shape.rows) if decode
-                     else k.extend_attention(shape.prefix_lens, shape.extend_lens,
-                                             shape.kv_tokens, share))
+        scale, kv = self._attention_work(shape)
+        attention = (k.decode_attention(kv, shape.rows) if decode
+                     else k.extend_attention(shape.prefix_lens, shape.extend_lens, kv, share,
+                                             scale))
         cost = StepCost(linear=linear, attention=attention, lm_head=fixed.lm_head,
                         allreduce=fixed.allreduce, experts=fixed.experts,
                         alltoall=k.step_alltoall(fixed, linear + attention, decode))
@@ -109,21 +111,31 @@ class KernelCostModel(CostModel):
         rank, share = self._busiest_rank(shape, decode)
         fixed = k.fixed(shape.rows, shape.padded_lm_head_rows, decode, rank).split
         alltoall = BoundSplit(communication=cost.alltoall)
+        scale, kv = self._attention_work(shape)
         if decode:
-            device = sum_splits(fixed, alltoall,
-                                k.decode_attention_split(shape.kv_tokens, shape.rows))
+            device = sum_splits(fixed, alltoall, k.decode_attention_split(kv, shape.rows))
         else:
             device = sum_splits(fixed, alltoall, k.kv_up(shape.kv_tokens, share),
                                 k.extend_attention_split(shape.prefix_lens, shape.extend_lens,
-                                                         shape.kv_tokens, share))
+                                                         kv, share, scale))
         return device._replace(cpu=cost.overhead)
+
+    def _attention_work(self, shape: BatchShape) -> tuple[float, int | float]:
+        """(the query-key pairs' share left, KV entries read) of a layer on average: all of
+        them, less the sliding-window layers' savings on their share of the layers."""
+        m = self.model_shape
+        if not m.sliding_layers:
+            return 1.0, shape.kv_tokens
+        reads, pairs = window_savings(shape.prefix_lens, shape.extend_lens, m.sliding_window)
+        share = m.sliding_layers / m.num_layers
+        return 1.0 - share * pairs / shape.attention_pairs, shape.kv_tokens - share * reads
 
     def decode_step_bound(self, seq_lens: np.ndarray, padded_batch_size: int,
                           overlap: bool = False) -> str:
         """step_bound(BatchShape.decode(seq_lens, padded), overlap) from the KV total (the
         operations of decode_step_times for its overhead)."""
         b, rows, k = len(seq_lens), padded_batch_size, self._kernels
-        if rows == 0:
+        if rows == 0 or self.model_shape.sliding_layers:
             return super().decode_step_bound(seq_lens, padded_batch_size, overlap)
         kv, fixed = int(np.add.reduce(seq_lens)) + rows - b, k.fixed(rows, rows, True)
         attention = k.decode_attention(kv, rows)
@@ -139,7 +151,8 @@ class KernelCostModel(CostModel):
         """decode_step_bound of each step, the steps of one (batch size, padded size)
         together over arrays of their KV totals (`_decode_group_bounds`); steps of no rows,
         and every step under two-batch overlap, one by one."""
-        if self.ep_options.two_batch_overlap:   # NOTE: its exposed all-to-all is per step
+        if self.ep_options.two_batch_overlap or self.model_shape.sliding_layers:
+            # NOTE: two-batch overlap's exposed all-to-all, and windows, are per step
             return super().decode_step_bounds(seq_lens, padded, overlap)
         b = np.fromiter(map(len, seq_lens), np.int64, len(seq_lens))        # [N]
         rows = np.asarray(padded, dtype=np.int64)                             # [N]
@@ -176,6 +189,8 @@ class KernelCostModel(CostModel):
         """step_time(BatchShape.decode(seq_lens + j, padded), overlap), j = 0, 1, ...: the
         same float operations as step_cost, the fixed parts computed once."""
         b, rows = len(seq_lens), padded_batch_size
+        if self.model_shape.sliding_layers:   # NOTE: windows: step by step (the base class's)
+            yield from super().decode_step_times(seq_lens, padded_batch_size, overlap)
         if rows == 0:
             while True:
                 yield self.engine.cpu_time(0, False)

@@ -49,6 +49,7 @@ from sim.model.parallelism import (
     kv_bytes_per_token_per_rank,
 )
 from sim.model.shape import ModelShape
+from sim.model.sliding_window import window_savings
 
 
 class _Rates(NamedTuple):
@@ -187,14 +188,20 @@ class RooflineCostModel(CostModel):
     def decode_step_bounds(self, seq_lens: Sequence[Sequence[int]], padded: Sequence[int],
                            overlap: bool = False) -> list[str]:
         """decode_step_bound over arrays of the steps (`_bounds_of_totals`): a decode step's
-        attention pairs are its KV tokens, its LM-head rows its padded rows."""
+        attention pairs are its KV tokens, its LM-head rows its padded rows. NOTE: with
+        sliding-window layers, step by step (the base class's)."""
+        if self.model_shape.sliding_layers:
+            return super().decode_step_bounds(seq_lens, padded, overlap)
         b = np.fromiter(map(len, seq_lens), np.int64, len(seq_lens))        # [N]
         rows = np.asarray(padded, dtype=np.int64)
         kv = segment_sums(flatten(seq_lens), b) + rows - b   # NOTE: padding rows read one key each
         return self._bounds_of_totals(StepTotals(rows, kv, kv, rows), False, overlap)
 
     def extend_step_bounds(self, steps: ExtendSteps, overlap: bool = False) -> list[str]:
-        """step_bound of many extend steps over arrays of their totals (`_bounds_of_totals`)."""
+        """step_bound of many extend steps over arrays of their totals (`_bounds_of_totals`);
+        with sliding-window layers step by step."""
+        if self.model_shape.sliding_layers:
+            return super().extend_step_bounds(steps, overlap)
         return self._bounds_of_totals(steps.totals(), True, overlap)
 
     def _bounds_of_totals(self, t: StepTotals, extend: bool, overlap: bool) -> list[str]:
@@ -257,7 +264,18 @@ class RooflineCostModel(CostModel):
         r = self._rates
         per_pair = (r.attention_per_pair if shape.forward_mode.is_decode_or_idle()
                     else r.naive_attention_per_pair)
-        return shape.attention_pairs * per_pair, shape.kv_tokens * r.attention_per_kv_token
+        pairs, kv = self._attention_work(shape)
+        return pairs * per_pair, kv * r.attention_per_kv_token
+
+    def _attention_work(self, shape: BatchShape) -> tuple[float, float]:
+        """(query-key pairs, KV entries) of a layer, on average over the layers: the shape's,
+        less the sliding-window layers' savings on their share (`sim.model.sliding_window`)."""
+        m = self.model_shape
+        if not m.sliding_layers:
+            return shape.attention_pairs, shape.kv_tokens
+        reads, pairs = window_savings(shape.prefix_lens, shape.extend_lens, m.sliding_window)
+        share = m.sliding_layers / m.num_layers
+        return shape.attention_pairs - share * pairs, shape.kv_tokens - share * reads
 
     def _expert_terms(self, rows: int) -> tuple[float, float]:
         """(compute, memory) seconds of the routed experts (ExpertCost.times' max)."""
@@ -276,6 +294,8 @@ class RooflineCostModel(CostModel):
                           overlap: bool = False) -> Iterator[float]:
         """step_time(BatchShape.decode(seq_lens + j, padded), overlap) for j = 0, 1, ..., as
         the same float operations on the shape's totals (decode: attention pairs = KV tokens)."""
+        if self.model_shape.sliding_layers:   # NOTE: windows: step by step (the base class's)
+            yield from super().decode_step_times(seq_lens, padded_batch_size, overlap)
         r, rows, b = self._rates, padded_batch_size, len(seq_lens)
         linear = max(gemm_rows(rows) * r.linear_per_row, r.linear_weights) + r.latency.linear
         lm_head = self.lm_head_time_rows(rows)
@@ -313,8 +333,8 @@ class RooflineCostModel(CostModel):
         r = self._rates
         per_pair = (r.attention_per_pair if shape.forward_mode.is_decode_or_idle()
                     else r.naive_attention_per_pair)
-        return max(shape.attention_pairs * per_pair,
-                   shape.kv_tokens * r.attention_per_kv_token) + r.latency.attention
+        pairs, kv = self._attention_work(shape)
+        return max(pairs * per_pair, kv * r.attention_per_kv_token) + r.latency.attention
 
     def lm_head_time(self, shape: BatchShape) -> float:
         return self.lm_head_time_rows(shape.padded_lm_head_rows)
