@@ -315,3 +315,14 @@ def test_plan_into_a_folder_with_a_report_exits_1_naming_overwrite(tmp_path, cap
     assert main([*args, "--overwrite"]) == 0
     assert (out / "report.md").read_text().startswith("# batchtwin plan")
     assert (out / "pareto.png").read_bytes() != b"stale"
+
+
+def test_a_per_token_gap_objective_holds_each_requests_largest_gap():
+    """max_itl_p90=50ms: 90% of the requests keep every gap between tokens within 50 ms (the
+    summary's max_itl_p90), and for goodput each request's largest gap is held to 50 ms."""
+    slo = SLOTargets.parse("ttft_p90=2s,max_itl_p90=50ms")
+    assert slo.limits() == {"ttft_p90": 2.0, "max_itl_p90": 0.05}
+    assert slo.per_request().max_itl == 0.05
+    missed = slo.violations({"ttft_p90": 1.0, "max_itl_p90": 0.06})
+    assert [v.objective.key for v in missed] == ["max_itl_p90"]
+    assert not slo.violations({"ttft_p90": 1.0, "max_itl_p90": 0.05})

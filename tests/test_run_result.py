@@ -156,7 +156,7 @@ def test_frames_have_exactly_the_documented_columns():
     result = RunResult.from_trace(_two_requests())
     assert list(result.requests.columns) == list(REQUEST_COLUMNS) == [
         "rid", "arrival", "first_token_time", "finish_time", "prompt_len", "output_len",
-        "cached_tokens", "ttft", "tpot", "e2e", "replica"]
+        "cached_tokens", "ttft", "tpot", "e2e", "max_itl", "replica"]
     assert list(result.steps.columns) == list(STEP_COLUMNS) == [
         "step", "forward_mode", "batch_size", "num_tokens", "kv_used_tokens", "queue_len",
         "start_time", "duration", "bound", "replica"]
@@ -230,3 +230,21 @@ def test_step_values_name_every_step_record_field_in_its_order():
     assert StepValues._fields == tuple(f.name for f in fields)
     assert StepValues._field_defaults == {f.name: f.default for f in fields
                                           if f.default is not dataclasses.MISSING}
+
+
+def test_each_request_holds_its_largest_gap_between_tokens():
+    """A's tokens at 1.0, 1.75, 2.25 (gaps 0.75, 0.5), B's at 1.5, 1.75 (one of 0.25)."""
+    result = RunResult.from_trace(_two_requests())
+    assert list(result.requests["max_itl"]) == [0.75, 0.25]
+    assert result.summary["max_itl_p50"] == 0.5 and result.summary["max_itl_mean"] == 0.5
+
+
+def test_a_per_token_limit_holds_every_gap_of_a_request():
+    """max_itl 0.5 s: B (largest gap 0.25) meets it, A (a gap of 0.75) does not, whatever its
+    mean gap (0.625): half the requests attain the SLO, and goodput counts B alone."""
+    result = RunResult.from_trace(_two_requests(), SLO(max_itl=0.5))
+    assert result.summary["slo_attainment"] == 0.5
+    assert result.summary["goodput"] == 1 / result.summary["duration"]
+    assert RunResult.from_trace(_two_requests(), SLO(max_itl=0.75)).summary["slo_attainment"] == 1.0
+    with pytest.raises(ValueError, match="max_itl"):
+        SLO(max_itl=-1.0)

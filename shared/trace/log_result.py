@@ -32,7 +32,8 @@ def requests_of(log: RunLog) -> Any:
     return frame_of_requests(
         t.column("rid"), t.column("arrival_time").copy(), t.column("first_token_time").copy(),
         t.column("finish_time").copy(), t.column("prompt_len").copy(),
-        t.column("output_len").copy(), t.column("cached_tokens").copy())
+        t.column("output_len").copy(), t.column("cached_tokens").copy(),
+        log.gaps.largest(len(t)))
 
 
 def pooled_gaps(log: RunLog, done: np.ndarray) -> np.ndarray | GapSketch:

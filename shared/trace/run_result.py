@@ -4,7 +4,8 @@ metric definitions (all times in seconds).
 Per request (`.requests`): TTFT = first_token_time - arrival (queueing included; the first
 token's time is the end of the step that sampled it, however the prefill was chunked);
 E2E = finish_time - arrival; TPOT = (E2E - TTFT) / (output_len - 1), NaN when
-output_len <= 1. ITL is the list of gaps between consecutive output tokens of a request,
+output_len <= 1; MAX_ITL = the request's largest gap between consecutive tokens (NaN with
+fewer than two), what a per-token latency SLO holds every gap to. ITL is the list of gaps between consecutive output tokens of a request,
 a token's time being the end (`start_time + duration`) of the step whose row for the
 request has `next_token_ids != -1` (-1 is a discarded row in any step: an intermediate
 prefill chunk, or under the overlap schedule the row a request that finished or was
@@ -23,8 +24,11 @@ in `.requests`). `num_retractions` and `cache_hit_tokens` sum over every request
 `duration` = last finish time - first arrival over all requests (vllm uses the client's
 wall time from the first send to the last response; this is the same span, measured at
 the engine). Throughputs and goodput are NaN when duration is not positive. `goodput`
-(only with an `SLO`) = completed requests meeting every given SLO / duration, a TPOT of
-NaN (output_len <= 1) counting as 0, as vllm's `--goodput`.
+(only with an `SLO`) = completed requests meeting every given SLO / duration, a TPOT or
+MAX_ITL of NaN (output_len <= 1) counting as 0, as vllm's `--goodput`; `slo_attainment`
+the share of completed requests meeting it (DistServe's SLO attainment; with `max_itl`, a
+request meets "ITL < L" only if every gap does). `max_itl_{mean,p50,p90,p99}` are over
+the completed requests' MAX_ITL: max_itl_p90 <= L says 90% of them kept every gap within L.
 
 Steps (`.steps`): one row per forward; `bound` names what bound the step ("compute",
 "memory", "communication" or "cpu", as the simulator's cost model priced it:
@@ -50,7 +54,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from shared.trace.trace import RequestRecord, Trace
-from shared.trace.trace_itl import trace_inter_token_latencies
+from shared.trace.trace_itl import trace_inter_token_latencies, trace_largest_gaps
 
 if TYPE_CHECKING:
     from shared.trace.run_log import RunLog
@@ -58,10 +62,11 @@ if TYPE_CHECKING:
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 PERCENTILES = (50, 90, 99)
 REQUEST_COLUMNS = ("rid", "arrival", "first_token_time", "finish_time", "prompt_len",
-                   "output_len", "cached_tokens", "ttft", "tpot", "e2e", "replica")
+                   "output_len", "cached_tokens", "ttft", "tpot", "e2e", "max_itl", "replica")
 STEP_COLUMNS = ("step", "forward_mode", "batch_size", "num_tokens", "kv_used_tokens",
                 "queue_len", "start_time", "duration", "bound", "replica")
 COMPLETED_FINISH_TYPES = ("length", "stop")
+PER_REQUEST = ("ttft", "tpot", "e2e", "max_itl")   # per-request latencies an SLO can hold
 
 
 @dataclass(frozen=True)
@@ -71,9 +76,10 @@ class SLO:
     ttft: float | None = None
     tpot: float | None = None
     e2e: float | None = None
+    max_itl: float | None = None   # every gap between a request's tokens (its `max_itl`)
 
     def __post_init__(self) -> None:
-        for name in ("ttft", "tpot", "e2e"):
+        for name in PER_REQUEST:
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise ValueError(f"SLO {name} must be >= 0 seconds or None, got {value!r}")
@@ -81,11 +87,11 @@ class SLO:
     def met(self, requests: Any) -> np.ndarray:
         """[len(requests)] bool: which rows of a `.requests` frame meet every objective."""
         ok = np.ones(len(requests), dtype=bool)
-        for name in ("ttft", "tpot", "e2e"):
+        for name in PER_REQUEST:
             limit = getattr(self, name)
             if limit is not None:
                 values = requests[name].to_numpy(dtype=float)
-                if name == "tpot":
+                if name in ("tpot", "max_itl"):   # NOTE: one token: no gap, met
                     values = np.where(requests["output_len"].to_numpy() <= 1, 0.0, values)
                 ok &= values <= limit
         return ok
@@ -135,9 +141,9 @@ class RunResult:
     def from_trace(cls, trace: Trace, slo: SLO | None = None,
                    bounds: Sequence[str] | None = None) -> RunResult:
         """`bounds`: one per step of the trace (the steps' `bound` column), None: all ""."""
-        requests = requests_frame(trace)
-        done = completed_mask(trace)
         columns = dict(zip(STEP_FIELDS_READ, trace.step_columns(*STEP_FIELDS_READ), strict=True))
+        requests = requests_frame(trace, columns)
+        done = completed_mask(trace)
         itl = trace_inter_token_latencies(trace, columns, set(requests["rid"][done]))
         summary = summarize(requests, done, itl, slo)
         summary["num_retractions"] = sum(r.num_retractions for r in trace.requests.values())
@@ -181,21 +187,27 @@ def completed_mask(trace: Trace) -> np.ndarray:
     return np.array([is_completed(r) for r in trace.requests.values()], dtype=bool)
 
 
-def requests_frame(trace: Trace) -> Any:
-    """One row per request in `trace.requests`, columns REQUEST_COLUMNS."""
+def requests_frame(trace: Trace, columns: dict[str, list] | None = None) -> Any:
+    """One row per request in `trace.requests`, columns REQUEST_COLUMNS (`columns`: the
+    trace's STEP_FIELDS_READ, read here when not given)."""
     recs = list(trace.requests.values())
+    if columns is None:
+        columns = dict(zip(STEP_FIELDS_READ, trace.step_columns(*STEP_FIELDS_READ), strict=True))
     return frame_of_requests(
         [r.rid for r in recs], np.array([r.arrival_time for r in recs], dtype=float),
         np.array([r.first_token_time for r in recs], dtype=float),
         np.array([r.finish_time for r in recs], dtype=float),
         np.array([len(r.input_ids) for r in recs], dtype=np.int64),
         np.array([r.output_len for r in recs], dtype=np.int64),
-        np.array([r.cached_tokens for r in recs], dtype=np.int64))
+        np.array([r.cached_tokens for r in recs], dtype=np.int64),
+        trace_largest_gaps(trace, columns))
 
 
 def frame_of_requests(rid, arrival: np.ndarray, first: np.ndarray, finish: np.ndarray,
-                      prompt_len: np.ndarray, output_len: np.ndarray, cached: np.ndarray) -> Any:
-    """The `.requests` frame (REQUEST_COLUMNS) of these per-request columns ([R] each)."""
+                      prompt_len: np.ndarray, output_len: np.ndarray, cached: np.ndarray,
+                      max_itl: np.ndarray) -> Any:
+    """The `.requests` frame (REQUEST_COLUMNS) of these per-request columns ([R] each);
+    `max_itl` each request's largest gap between tokens."""
     import pandas as pd
 
     ttft, e2e = first - arrival, finish - arrival
@@ -204,7 +216,7 @@ def frame_of_requests(rid, arrival: np.ndarray, first: np.ndarray, finish: np.nd
     return pd.DataFrame({
         "rid": pd.Series(rid, dtype=object), "arrival": arrival, "first_token_time": first,
         "finish_time": finish, "prompt_len": prompt_len, "output_len": output_len,
-        "cached_tokens": cached, "ttft": ttft, "tpot": tpot, "e2e": e2e,
+        "cached_tokens": cached, "ttft": ttft, "tpot": tpot, "e2e": e2e, "max_itl": max_itl,
         "replica": np.zeros(len(arrival), dtype=np.int64),
     }, columns=list(REQUEST_COLUMNS))
 
@@ -265,8 +277,11 @@ def summarize(requests: Any, done: np.ndarray, itl: np.ndarray | None,
             continue
         values = itl if name == "itl" else ok[name].to_numpy(dtype=float)
         summary.update(latency_stats(name, values))
+    summary.update(latency_stats("max_itl", ok["max_itl"].to_numpy(dtype=float)))
     if slo is not None:
-        summary["goodput"] = _per_second(int(slo.met(ok).sum()), duration)
+        met = int(slo.met(ok).sum())
+        summary["goodput"] = _per_second(met, duration)
+        summary["slo_attainment"] = met / len(ok) if len(ok) else math.nan
     return summary
 
 

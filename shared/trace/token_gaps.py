@@ -37,6 +37,7 @@ class TokenGaps:
         self.exact_limit = exact_limit
         self._last = np.full(1024, math.nan)     # [rows] each request's last token time
         self._status = np.zeros(1024, np.int8)   # [rows] 0 live, 1 completed, 2 ended otherwise
+        self._largest = np.full(1024, math.nan)  # [rows] each request's largest gap so far
         self._gaps: list[np.ndarray] = []
         self._codes: list[np.ndarray] = []
         self._held = 0
@@ -71,7 +72,21 @@ class TokenGaps:
         last = np.append(first[1:], True)                              # [N] a request's last row
         self._last[codes[last]] = times[last]
         ok = ~np.isnan(gaps)
+        self._note_largest(gaps, codes, first)
         self._hold(gaps[ok], codes[ok])
+
+    def largest(self, rows: int) -> np.ndarray:
+        """[rows] each request's largest gap (NaN: none yet), rows 0 .. rows - 1 (a copy)."""
+        self._fit(rows - 1)
+        return self._largest[:rows].copy()
+
+    def _note_largest(self, gaps: np.ndarray, codes: np.ndarray, first: np.ndarray) -> None:
+        """Keep each request's largest gap: the chunk's rows are grouped by request
+        (`first` marks each group's first row; a NaN gap is a request's first token)."""
+        starts = np.flatnonzero(first)                                 # [G] group starts
+        chunk = np.fmax.reduceat(gaps, starts)                         # [G] NaN: no gap
+        rows = codes[starts]
+        self._largest[rows] = np.fmax(self._largest[rows], chunk)
 
     def stats(self, completed: np.ndarray, rank: np.ndarray | None) -> dict[str, float]:
         """`itl_mean`, `itl_p50/p90/p99` over the completed requests' gaps (`completed`: [rows]
@@ -129,6 +144,7 @@ class TokenGaps:
             size = max(2 * n, row + 1)
             self._last = np.concatenate((self._last, np.full(size - n, math.nan)))
             self._status = np.concatenate((self._status, np.zeros(size - n, np.int8)))
+            self._largest = np.concatenate((self._largest, np.full(size - n, math.nan)))
 
 
 def exact_stats(values: np.ndarray) -> dict[str, float]:

@@ -35,8 +35,35 @@ def inter_token_latencies(columns: dict[str, list], rids: set[str],
     if not rids or not (columns["step"] or arrived_with):
         return np.zeros(0)
     code_of = {rid: i for i, rid in enumerate(sorted(rids))}
+    codes, times = _sorted_token_rows(columns, code_of, arrived_with)
+    same = codes[1:] == codes[:-1]
+    return np.diff(times)[same]
+
+
+def trace_largest_gaps(trace: Trace, columns: dict[str, list]) -> np.ndarray:
+    """[R] each request's largest gap between consecutive tokens (seconds; NaN with fewer
+    than two), in `trace.requests` order: what a per-token latency limit is held to."""
+    rids = list(trace.requests)
+    largest = np.full(len(rids), np.nan)
+    arrived_with = {rid: r.first_token_time for rid, r in trace.requests.items()
+                    if r.prebuilt_output_ids}
+    if not rids or not (columns["step"] or arrived_with):
+        return largest
+    codes, times = _sorted_token_rows(columns, {rid: i for i, rid in enumerate(rids)},
+                                      arrived_with)
+    same = codes[1:] == codes[:-1]
+    np.fmax.at(largest, codes[1:][same].astype(np.int64), np.diff(times)[same])
+    return largest
+
+
+def _sorted_token_rows(columns: dict[str, list], code_of: dict[str, int],
+                       arrived_with: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Every (request code, token time) row of the steps (after one row per `arrived_with`
+    entry), the discarded and unasked ones dropped, stably sorted by request: each
+    request's tokens in time order."""
     codes, times = _token_rows(*(columns[name] for name in (
         "rids", "next_token_ids", "start_time", "duration")), code_of)
+    arrived_with = {rid: t for rid, t in arrived_with.items() if rid in code_of}
     if arrived_with:
         codes = np.concatenate((np.fromiter(map(code_of.__getitem__, arrived_with), codes.dtype,
                                             len(arrived_with)), codes))
@@ -45,9 +72,7 @@ def inter_token_latencies(columns: dict[str, list], rids: set[str],
     keep = codes >= 0
     codes, times = codes[keep], times[keep]
     order = np.argsort(codes, kind="stable")   # NOTE: radix sort when the codes are int16
-    codes, times = codes[order], times[order]
-    same = codes[1:] == codes[:-1]
-    return np.diff(times)[same]
+    return codes[order], times[order]
 
 
 def _token_rows(rids: list[tuple], ids: list, start: list[float], dur: list[float],

@@ -33,7 +33,7 @@ from shared.trace.run_result import (
     steps_frame,
     summarize,
 )
-from shared.trace.trace_itl import trace_inter_token_latencies
+from shared.trace.trace_itl import trace_inter_token_latencies, trace_largest_gaps
 
 if TYPE_CHECKING:
     from shared.trace.trace import RequestRecord, Trace
@@ -77,6 +77,8 @@ def _requests(run: DisaggRun) -> tuple[Any, np.ndarray]:
     frame["e2e"] = frame["finish_time"] - frame["arrival"]
     n = frame["output_len"].to_numpy()
     frame["tpot"] = np.where(n > 1, (frame["e2e"] - frame["ttft"]) / np.maximum(n - 1, 1), np.nan)
+    largest = _largest_gaps(run.decode_traces)
+    frame["max_itl"] = [largest.get(rid, np.nan) for rid in frame["rid"]]
     columns = [*(c for c in REQUEST_COLUMNS if c != "replica"), "prefill_instance",
                "decode_instance", "transfer"]
     return frame[columns], np.array(done, dtype=bool)
@@ -91,6 +93,16 @@ def _client_row(p: RequestRecord, d: RequestRecord | None, transfer, pi: int, di
     # NOTE: d arrived at the transfer's end holding the first token (its first_token_time)
     return {**row, "first_token_time": d.first_token_time, "finish_time": d.finish_time,
             "output_len": d.output_len, "transfer": transfer[1] - transfer[0]}
+
+
+def _largest_gaps(traces) -> dict[str, float]:
+    """rid -> its largest gap between tokens on its decode instance (from the transfer's
+    end, where it arrived holding its first token)."""
+    largest = {}
+    for t in traces:
+        columns = dict(zip(STEP_FIELDS_READ, t.step_columns(*STEP_FIELDS_READ), strict=True))
+        largest.update(zip(t.requests, trace_largest_gaps(t, columns).tolist(), strict=True))
+    return largest
 
 
 def _gaps(trace: Trace, rids: set[str]) -> np.ndarray:
