@@ -88,7 +88,7 @@ def test_every_profile_number_and_schedule_names_its_source(name):
     """CPU seconds and the default schedule of each profile come with a source, and so do
     the capacity policy and the kernel choices where a profile sets them."""
     fields = ["cpu_per_step", "cpu_per_request", "overlap"]
-    fields += ["batch_defaults"] if name == "vllm-v1" else []
+    fields += ["batch_defaults", "token_budget"] if name == "vllm-v1" else []
     fields += [f for f in ("guaranteed_no_evict", "fp8_attention", "fp4_moe_gather")
                if getattr(ENGINE_PROFILES[name], f)]
     assert all(SOURCES.get(f"{name}.{field}") for field in fields)
@@ -123,3 +123,20 @@ def test_vllm_multi_step_serves_faster_than_single_step():
                      engine_profile=get_engine_profile("vllm").with_scheduler_steps(8), keep_trace=True)
     assert multi.summary["duration"] < single.summary["duration"]
     assert multi.trace.executor["engine_profile"]["scheduler_steps"] == 8
+
+
+@pytest.mark.parametrize("hardware, budget, seqs", [("h100", 8192, 1024), ("h200", 8192, 1024),
+                                                    ("a100-80g", 2048, 256)])
+def test_vllm_v1_schedules_its_own_token_budget_on_each_gpu(hardware, budget, seqs):
+    """--engine-profile vllm-v1: V1's API-server defaults for the GPU (a budget the decodes and
+    a prefill chunk share, its sequence cap, 16-token KV blocks); an explicit field wins."""
+    from sim.run.deployment import Deployment
+
+    config = Deployment(hardware=hardware, engine_profile="vllm-v1").engine_config()
+    assert (config.chunked_prefill_size, config.max_prefill_tokens) == (budget, budget)
+    assert config.enable_mixed_chunk and config.max_running_requests == seqs
+    assert config.page_size == 16 and not config.overlap
+    mine = Deployment(hardware=hardware, engine_profile="vllm-v1",
+                      engine={"max_running_requests": 64}).engine_config()
+    assert mine.max_running_requests == 64 and mine.chunked_prefill_size == budget
+    assert Deployment(hardware=hardware, engine_profile="vllm").engine_config().page_size == 1

@@ -53,9 +53,10 @@ def engine_profile_arguments(g: argparse._ArgumentGroup) -> None:
 
     g.add_argument("--engine-profile", choices=tuple(ENGINE_PROFILES), default=None,
                    help="the engine simulated: its CPU time per step and request (kernel cost "
-                        "model), its default schedule (sglang, trt-llm: overlap; vllm, "
-                        "lmdeploy: none) and admission (trt-llm: guaranteed no evict); "
-                        "default sglang")
+                        "model), its default schedule (sglang, trt-llm: overlap; vllm (V0), "
+                        "vllm-v1, lmdeploy: none; vllm-v1: one token budget per step shared "
+                        "by decodes and a prefill chunk, V1's defaults for the GPU) and "
+                        "admission (trt-llm: guaranteed no evict); default sglang")
     g.add_argument("--num-scheduler-steps", type=positive_int, default=1,
                    help="vLLM's multi-step scheduling: decode steps per scheduling pass "
                         "(with --engine-profile vllm)")

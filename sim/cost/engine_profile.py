@@ -36,6 +36,10 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sim.hardware.hardware import Hardware
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class EngineProfile:
     fp8_attention: bool = False    # fp8 KV cache: decode attention on fp8 tensor cores
     fp4_moe_gather: bool = False   # attention DP: an NVFP4 MoE's input gathered in NVFP4
     version: str = ""              # the engine release modelled (module doc)
+    token_budget: bool = False     # vLLM V1: one token budget per step (`schedule_defaults`)
 
     def __post_init__(self) -> None:
         for name in ("cpu_per_step", "cpu_per_request"):
@@ -76,6 +81,22 @@ class EngineProfile:
         """This profile with `steps` decode steps per scheduling pass."""
         return dataclasses.replace(self, scheduler_steps=steps)
 
+    def schedule_defaults(self, hardware: Hardware, offline: bool = False) -> dict[str, Any]:
+        """EngineConfig fields the engine's own defaults set on `hardware`, beyond overlap and
+        admission: for a `token_budget` engine (vLLM V1) every step one budget of
+        max_num_batched_tokens that the running decodes and a prefill chunk share (SGLang's
+        mixed chunk), its KV block of V1_BLOCK_SIZE tokens and its max_num_seqs, as V1 picks
+        them for the GPU (`V1_BATCH_DEFAULTS`:
+        a GPU of 70 GiB or more that is not an A100 gets the larger) and its entry point
+        (`offline`: the LLM class; else the API server); {} for the others."""
+        if not self.token_budget:
+            return {}
+        large = hardware.mem_capacity >= 70 * 2**30 and "a100" not in hardware.name.lower()
+        budget, seqs = V1_BATCH_DEFAULTS[(large, offline)]
+        return {"enable_mixed_chunk": True, "chunked_prefill_size": budget,
+                "max_prefill_tokens": budget, "max_running_requests": seqs,
+                "page_size": V1_BLOCK_SIZE}
+
     def with_overlap(self) -> EngineProfile:
         """This profile with the CPU of a step hidden under the device (vLLM V1's
         `--async-scheduling`)."""
@@ -85,7 +106,8 @@ class EngineProfile:
 ENGINE_PROFILES = MappingProxyType({
     "sglang": EngineProfile("sglang", 60e-6, 3e-6, overlap=True),
     "vllm": EngineProfile("vllm", 0.5e-3, 14e-6, overlap=False, version="0.6 (V0 engine)"),
-    "vllm-v1": EngineProfile("vllm-v1", 60e-6, 3e-6, overlap=False, version="0.8+ (V1 engine)"),
+    "vllm-v1": EngineProfile("vllm-v1", 60e-6, 3e-6, overlap=False, version="0.8+ (V1 engine)",
+                             token_budget=True),
     "trt-llm": EngineProfile("trt-llm", 60e-6, 3e-6, overlap=True, guaranteed_no_evict=True,
                              fp8_attention=True, fp4_moe_gather=True),
     "lmdeploy": EngineProfile("lmdeploy", 60e-6, 1e-6, overlap=False),
@@ -96,6 +118,7 @@ V1_FROM = (0, 8)   # vLLM's V1 engine is the default from 0.8.0 (VLLM_USE_V1=1)
 # vLLM V1's batch defaults, EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py): a GPU of
 # at least 70 GiB that is not an A100 gets the larger ones (PR 17885 kept A100 out). Keyed by
 # (large GPU, offline LLM class): (max_num_batched_tokens, max_num_seqs).
+V1_BLOCK_SIZE = 16   # vLLM's CacheConfig.block_size default on CUDA and ROCm (vllm/config/cache.py)
 V1_BATCH_DEFAULTS = MappingProxyType({(True, True): (16384, 1024), (True, False): (8192, 1024),
                                       (False, True): (8192, 256), (False, False): (2048, 256)})
 
@@ -134,6 +157,9 @@ SOURCES = {
                              "Architecture'), the design SGLang's scheduler has"),
     "vllm-v1.batch_defaults": ("V1_BATCH_DEFAULTS: vLLM's EngineArgs.get_batch_defaults "
                                "(vllm/engine/arg_utils.py)"),
+    "vllm-v1.token_budget": ("V1's scheduler (vllm/v1/core/sched/scheduler.py) fills each "
+                             "step's token budget with the running requests' decode tokens "
+                             "first, then prefill chunks: chunked prefill is always on"),
     "trt-llm.overlap": ("TRT-LLM's overlap scheduler, on by default in the PyTorch backend "
                         "(nvidia.github.io/TensorRT-LLM, 'Overlap Scheduler'; "
                         "disable_overlap_scheduler=True turns it off). NOTE: the TensorRT-"

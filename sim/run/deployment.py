@@ -12,8 +12,8 @@ model), `ep_options` (wide-EP flags, `sim.model.ep_options.EPOptions`), `quantiz
 (hot experts). `cost_model`: a `sim.cost.registry.COST_MODELS` name (None: the kernel model; the roofline on a chip with no kernel constants), a
 CostModel, or a calibrated-model JSON path; `kernel_params`: the kernel model's constants.
 `engine_profile`: the engine simulated (`sim.cost.engine_profile`: its CPU time, default
-schedule and admission; None: SGLang's). `engine`: EngineConfig fields, over the profile's
-defaults (an explicit `disable_overlap_schedule` or `guaranteed_no_evict` wins).
+schedule and admission, and vLLM V1's token budget and sequence cap on the hardware; None:
+SGLang's). `engine`: EngineConfig fields, over the profile's defaults (an explicit one wins).
 
 Unknown engine fields raise TypeError naming them; the other checks (unknown keys, bad
 parallelism, dtypes the chip cannot run) happen when the simulation is built, before
@@ -34,6 +34,7 @@ from shared.config.engine_config import EngineConfig
 from sim.cost.engine_profile import EngineProfile, get_engine_profile
 from sim.cost.kernel.params import KernelParams
 from sim.cost.registry import CostModelSpec
+from sim.hardware.lookup import get_hardware
 from sim.model.ep_options import EPOptions
 
 ModelSpec = str | os.PathLike[str] | Mapping[str, Any]
@@ -83,9 +84,11 @@ class Deployment:
     def engine_config(self) -> EngineConfig:
         """The EngineConfig: the engine profile's schedule and admission, then `engine`."""
         profile = get_engine_profile(self.engine_profile)
+        defaults = profile.schedule_defaults(get_hardware(self.hardware)) \
+            if profile.token_budget else {}
         return EngineConfig(**{"disable_overlap_schedule": not profile.overlap,
                                "guaranteed_no_evict": profile.guaranteed_no_evict,
-                               **self.engine})
+                               **defaults, **self.engine})
 
     def resolved_ep_options(self) -> EPOptions:
         return self.ep_options or EPOptions()
