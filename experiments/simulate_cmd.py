@@ -64,9 +64,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     o.add_argument("--overwrite", action="store_true",
                    help="let --out replace the results of an earlier run in its folder")
     o.add_argument("--save-trace", action="store_true", help="also write trace.jsonl to --out")
-    for name in ("ttft", "tpot", "e2e"):
+    for name in ("ttft", "tpot", "e2e", "max-itl"):
+        what = "each gap between a request's tokens" if name == "max-itl" else name.upper()
         o.add_argument(f"--slo-{name}", type=float, default=None, metavar="S",
-                       help=f"{name.upper()} objective in seconds (adds goodput)")
+                       help=f"{what}: objective in seconds (adds goodput and SLO attainment)")
     o.add_argument("--warmup", type=non_negative_float, default=None, metavar="S",
                    help="also print the summary of the requests arriving from S seconds on "
                         "(the window `batchtwin plan` measures; keeps the run's trace)")
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _slo(args: argparse.Namespace, slo_cls):
-    limits = {n: getattr(args, f"slo_{n}") for n in ("ttft", "tpot", "e2e")}
+    limits = {n: getattr(args, f"slo_{n}") for n in ("ttft", "tpot", "e2e", "max_itl")}
     return slo_cls(**limits) if any(v is not None for v in limits.values()) else None
 
 

@@ -98,3 +98,17 @@ def test_the_command_line_loads_without_torch_or_matplotlib():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.strip()
     assert loaded == ""
+
+
+def test_simulate_holds_every_gap_of_a_request_to_its_per_token_slo(tmp_path, capsys):
+    """--slo-max-itl S: a request meets the SLO only if every gap between its tokens is
+    within S; the summary gives goodput and the attainment, the config the objective."""
+    out = tmp_path / "run"
+    assert main([*SMALL, "--out", str(out), "--slo-max-itl", "0.002"]) == 0
+    assert "meet the SLO" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    requests = pd.read_csv(out / "requests.csv")
+    done = requests[requests["output_len"] > 1]
+    assert 0 < summary["slo_attainment"] < 1
+    assert summary["slo_attainment"] == pytest.approx((done["max_itl"] <= 0.002).mean())
+    assert json.loads((out / "config.json").read_text())["slo"]["max_itl"] == 0.002

@@ -40,7 +40,8 @@ def print_summary(config: dict[str, Any], result) -> None:
           f"{s['cache_hit_tokens']} cache-hit tokens")
     print(f"throughput {s['request_throughput']:.3f} req/s, "
           f"{s['output_throughput']:.1f} output tok/s"
-          + (f", goodput {s['goodput']:.3f} req/s" if "goodput" in s else ""))
+          + (f", goodput {s['goodput']:.3f} req/s ({s['slo_attainment']:.1%} of the "
+             f"completed requests meet the SLO)" if "goodput" in s else ""))
     print_latencies(s)
     line = bound_line(result)
     if line:

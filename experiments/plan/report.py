@@ -193,7 +193,8 @@ def simulate_command(spec: PlanSpec, c: Candidate, rate: float,
     lines.append(" ".join([f"--chunked-prefill-size {chunk if chunk is not None else -1}",
                            *(f"--{k.replace('_', '-')} {knobs[k]}" for k in KNOBS[1:]
                              if knobs[k] is not None)]))
-    lines.append(" ".join(f"--slo-{m} {getattr(slo, m):g}" for m in ("ttft", "tpot", "e2e")
+    lines.append(" ".join(f"--slo-{m.replace('_', '-')} {getattr(slo, m):g}"
+                          for m in ("ttft", "tpot", "e2e", "max_itl")
                           if getattr(slo, m) is not None))
     return " \\\n    ".join(line for line in lines if line)
 
