@@ -214,3 +214,31 @@ def test_hardware_json_entries_without_flops_fp4_still_load(tmp_path):
     loaded = load_hardware_file(path)
     assert loaded["x1"].flops_fp4 is None and "none" in loaded["x1"].source("flops_fp4")
     assert loaded["x2"].flops_fp4 is None and loaded["x2"].peak_flops("nvfp4") is None
+
+
+@pytest.mark.parametrize("quantization, dtype", [
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
+    ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
+    ({"quant_method": "compressed-tensors",
+      "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}}}}, "fp8"),
+    ({"quant_method": "compressed-tensors",
+      "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int"}}}}, "int4"),
+    ({"quant_method": "awq", "bits": 4}, "int4"),
+    ({"quant_method": "mxfp4"}, "mxfp4")])
+def test_a_checkpoints_quantization_config_names_its_weight_format(quantization, dtype):
+    """ModelOpt's quant_algo and compressed-tensors' weight groups name the format."""
+    config = {**config_dict("llama-3.1-8b"), "quantization_config": quantization}
+    assert get_model_shape(config).weight_dtype == dtype
+
+
+@pytest.mark.parametrize("quantization, name", [
+    ({"quant_method": "modelopt", "quant_algo": "W8A8_SQ_PER_CHANNEL"}, "W8A8_SQ_PER_CHANNEL"),
+    ({"quant_method": "compressed-tensors",
+      "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "int"}}}}, "(8, 'int')"),
+    ({"quant_method": "gptq", "bits": 8}, "8-bit integer"),
+    ({"quant_method": "hqq"}, "'hqq'")])
+def test_a_weight_format_no_cost_model_prices_is_refused_by_name(quantization, name):
+    config = {**config_dict("llama-3.1-8b"), "quantization_config": quantization}
+    with pytest.raises(ValueError) as e:
+        get_model_shape(config)
+    assert name in str(e.value)

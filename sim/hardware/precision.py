@@ -29,8 +29,9 @@ tensor (NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Infe
 developer.nvidia.com blog, 2025; the TensorRT Model Optimizer NVFP4 format). A weight costs
 0.5 + 1/16 = 0.5625 bytes (the block scale priced; the per-tensor scale is not). Activations
 are priced at 2 bytes as for the other dtypes (the fp4 activation quantisation is not).
-A checkpoint's ModelOpt NVFP4 `quantization_config` is not recognised: `shared.config.quant_config`
-keeps no `quant_algo`, so such a run needs `--quantization nvfp4`.
+A checkpoint's ModelOpt `quant_algo` (FP8, NVFP4, ...) and compressed-tensors weights (8-bit
+float, 4-bit float, 4-bit int) name its format (`shared.config.quant_config`); one the cost
+models cannot price is refused naming it.
 
 NOTE: the other formats' scales are not priced (fp8 blocks of 128x128 add one fp32 per
 16384 weights; int4 groups of 128 add about 3%).
@@ -80,8 +81,8 @@ def checkpoint_weight_dtype(quantization: QuantConfig | None) -> str:
     """The weight dtype a checkpoint's `quantization_config` stores (bf16 without one)."""
     if quantization is None or quantization.weight_bits >= 16:
         return "bf16"
-    if quantization.method == "mxfp4":
-        return "mxfp4"
+    if quantization.weight_format:
+        return quantization.weight_format
     return "fp8" if quantization.weight_bits == 8 else "int4"
 
 
