@@ -389,3 +389,13 @@ def test_the_precision_cell_names_the_weight_format_and_the_kv_dtype(precision, 
 def test_an_h100_nvl_card_is_refused_not_read_as_the_sxm_part():
     spec = express({**ROW, "gpu": "H100-NVL-94GB"})
     assert isinstance(spec, Unexpressed) and "H100-NVL-94GB" in spec.reason
+
+
+@pytest.mark.parametrize("engine, version, counted", [
+    ("vllm", "0.10.1", True), ("vllm", "0.6.2", False),
+    ("sglang", "0.5.8.post1", True), ("sglang", "main at PR #9359 (between v0.5.0rc2 and v0.5.1)", True),
+    ("sglang", "main, ~May 2025 (PD + large-scale EP)", False), ("sglang", "v0.4.1", False),
+    ("tensorrt-llm", "1.0", False)])
+def test_the_2025_26_group_holds_vllm_v1_and_sglang_0_5_runs(engine, version, counted):
+    row = {**ROW, "engine": engine, "engine_version": version}
+    assert ("2025-26 engines" in express(row).groups) is counted

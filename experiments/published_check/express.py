@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from experiments.published_check.engine_flags import engine_args
+from experiments.published_check.engine_flags import VERSION, engine_args, is_vllm_v1, profile_name
 from experiments.published_check.mlperf import submitter_layout
 from experiments.published_check.names import HARDWARE, METRICS, MODELS
 from experiments.published_check.requests import PREFILL_TOKENS_PER_DEVICE, Refused, workload_of
@@ -192,12 +192,24 @@ def _groups(row: Mapping[str, Any], sim_args: Mapping[str, Any], metric: str,
     if metric in ("output_throughput", "request_throughput"):
         groups.append("batch-1 decode" if workload.concurrency == 1 else
                       "offline throughput" if math.isinf(workload.rate) else "online throughput")
-    groups.append({"ttft_mean": "online TTFT", "itl_mean": "TPOT/ITL",
-                   "tpot_p50": "TPOT/ITL"}.get(metric, ""))
+    groups.append({"ttft_mean": "online TTFT", "ttft_p50": "online TTFT", "itl_mean": "TPOT/ITL",
+                   "itl_p50": "TPOT/ITL", "tpot_p50": "TPOT/ITL"}.get(metric, ""))
     groups += ["TP > 1"] * (sim_args["tp"] > 1)
     groups += ["MoE"] * (get_model_shape(sim_args["model"]).num_sparse_layers > 0)
     groups += ["fp8"] * (sim_args["quantization"] == "fp8" or str(row["precision"]).startswith("fp8"))
+    groups += ["2025-26 engines"] * is_2025_engine(row)
     return tuple(g for g in groups if g)
+
+
+def is_2025_engine(row: Mapping[str, Any]) -> bool:
+    """A vLLM V1 run or an SGLang run whose version cell names 0.5 or later: the engines of
+    the 2025-26 rows."""
+    engine = profile_name(str(row.get("engine", "")))
+    if engine == "vllm":
+        return is_vllm_v1(row)
+    version = VERSION.search(str(row.get("engine_version", "")))
+    return (engine == "sglang" and version is not None
+            and (int(version.group(1)), int(version.group(2))) >= (0, 5))
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -10,11 +10,16 @@ SOURCES = (("Online Serving Measurements", "trt-v0.14-online"),
            ("Best_perf_practice_on_DeepSeek-R1", "trt-dsr1-blog"),
            ("lmdeploy", "lmdeploy"), ("large-scale-ep", "lmsys-ep-blog"),
            ("benchmark_dsv3", "sglang-dsv3"), ("B200-SXM-180GBx8_TRT", "mlperf-nvidia"),
-           ("8xMI300X", "mlperf-amd"), ("vllm-serving-amd", "vllm-mi300x-blog"))
-# NOTE: each half mixes engines, GPUs, dense and MoE, offline and online rows.
-HALVES = {"A": ("trt-v0.17", "lmdeploy", "lmsys-ep-blog", "vllm-mi300x-blog", "mlperf-amd"),
+           ("8xMI300X", "mlperf-amd"), ("vllm-serving-amd", "vllm-mi300x-blog"),
+           ("fp8-kvcache", "vllm-fp8kv-blog"), ("vllm-project/recipes", "vllm-recipes"),
+           ("closed/RedHat", "mlperf-redhat"), ("performance-results", "amd-perf-page"),
+           ("vllm-project/vllm pull/", "vllm-prs"), ("sgl-project/sglang pull/", "sglang-prs"))
+# NOTE: each half mixes engines, GPUs, dense and MoE, offline and online rows; the 2025-26
+# sources (the last six) split 12 rows / 12 rows.
+HALVES = {"A": ("trt-v0.17", "lmdeploy", "lmsys-ep-blog", "vllm-mi300x-blog", "mlperf-amd",
+                "vllm-fp8kv-blog", "mlperf-redhat", "amd-perf-page"),
           "B": ("trt-v0.14-online", "trt-v1.0", "trt-dsr1-blog", "sglang-dsv3",
-                "mlperf-nvidia")}
+                "mlperf-nvidia", "vllm-recipes", "vllm-prs", "sglang-prs")}
 
 
 def source_name(source: str) -> str:
