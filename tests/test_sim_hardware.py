@@ -12,7 +12,7 @@ from sim.hardware.cluster_network import DEFAULT_NETWORK, NodeNetwork
 from sim.hardware.hardware import NUMBER_FIELDS, Hardware
 from sim.hardware.lookup import get_hardware, hardware_catalogue, load_hardware_file
 
-ISSUE_KEYS = ("a100-80g", "h100", "h200", "b200", "910b", "mi300x")
+ISSUE_KEYS = ("a100-80g", "h100", "h200", "b200", "910b", "mi300x", "mi325x", "mi355x")
 # Ridge points (bf16 FLOP per byte) from reference/simulators.md §8.
 REFERENCE_RIDGE = {"a100-80g": 153, "h100": 295, "h200": 206, "b200": 281}
 # NOTE: the built-in chips the kernel cost model refuses (no kernel constants): adding one
@@ -27,7 +27,7 @@ def _write(tmp_path, data, name="hw.json"):
 
 
 def test_catalogue_holds_the_issue_keys():
-    """The catalogue has exactly a100-80g, h100, h200, b200, 910b and mi300x."""
+    """The catalogue has exactly a100-80g, h100, h200, b200, 910b, mi300x, mi325x and mi355x."""
     assert sorted(hardware_catalogue()) == sorted(ISSUE_KEYS)
 
 

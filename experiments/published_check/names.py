@@ -16,7 +16,7 @@ MODELS = (("gpt-oss-120b", "gpt-oss-120b"), ("gpt-oss-20b", "gpt-oss-20b"),
 # NOTE: a GPU name prefix -> its catalogue key, None: a part the catalogue lacks (the H100
 # NVL and PCIe cards differ from the SXM part in memory, bandwidth and clocks)
 HARDWARE = (("H100-NVL", None), ("H100-PCIe", None), ("A100", "a100-80g"), ("H100", "h100"), ("H200", "h200"), ("B200", "b200"),
-            ("MI300X", "mi300x"))
+            ("MI300X", "mi300x"), ("MI325X", "mi325x"), ("MI355X", "mi355x"))
 THROUGHPUT = {"Output token throughput (whole system)", "Output token throughput",
               "Output token throughput (offline)",
               "Total output token throughput", "Tokens per second"}

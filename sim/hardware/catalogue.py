@@ -12,5 +12,7 @@ from sim.hardware.chips.b200 import B200
 from sim.hardware.chips.h100 import H100
 from sim.hardware.chips.h200 import H200
 from sim.hardware.chips.mi300x import MI300X
+from sim.hardware.chips.mi325x import MI325X
+from sim.hardware.chips.mi355x import MI355X
 
-CATALOGUE = (A100_80G, H100, H200, B200, ASCEND_910B, MI300X)
+CATALOGUE = (A100_80G, H100, H200, B200, ASCEND_910B, MI300X, MI325X, MI355X)
