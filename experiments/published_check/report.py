@@ -13,7 +13,7 @@ from experiments.published_check.row_spec import RowSpec, Unexpressed
 from experiments.published_check.sources import half_of
 
 GROUPS = ("offline throughput", "online throughput", "online TTFT", "TPOT/ITL",
-          "batch-1 decode", "TP > 1", "MoE", "fp8")
+          "batch-1 decode", "TP > 1", "MoE", "fp8", "2025-26 engines")
 FAMILIES = ("dense", "MoE")
 KINDS = ("online dense", "online MoE", "offline dense", "offline MoE", *FAMILIES)  # a plan's
 
