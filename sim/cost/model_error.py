@@ -58,12 +58,14 @@ class ModelError:
 
 _MEASURED = "2026-12-05 at commit 84c76df, Intel Xeon 2-core host"
 _KINDS_MEASURED = "2026-12-05, main after 1288807 (the kind lines), Intel Xeon 2-core host"
+_KERNEL_MEASURED = ("2026-12-06 at commit fdbc6dc, the 82-row set (24 rows of 2025-26 vLLM V1 "
+                    "and SGLang 0.5 runs added), Intel Xeon 2-core host")
 MODEL_ERRORS = MappingProxyType({
-    "kernel": ModelError("kernel", 10.9, 1.1, 55, 58, provenance=f"{_MEASURED}; {_KINDS_MEASURED}",
-                         kinds=(("online dense", 11.4, 3.8, 5), ("online MoE", 74.0, 65.1, 2),
-                                ("offline dense", 9.0, -2.0, 24), ("offline MoE", 15.3, 0.8, 12),
-                                ("dense", 9.2, 0.7, 35), ("MoE", 17.5, 9.2, 20))),
-    "roofline": ModelError("roofline", 17.2, -9.3, 42, 58,
+    "kernel": ModelError("kernel", 12.1, 3.2, 78, 82, provenance=_KERNEL_MEASURED,
+                         kinds=(("online dense", 15.2, 2.4, 6), ("online MoE", 138.9, 138.9, 3),
+                                ("offline dense", 9.7, -4.2, 29), ("offline MoE", 16.4, 14.8, 21),
+                                ("dense", 10.3, 0.1, 45), ("MoE", 19.0, 14.8, 33))),
+    "roofline": ModelError("roofline", 17.2, -9.3, 42, 58,   # NOTE: the first 58 rows
                            command=f"{COMMAND} --cost-model roofline",
                            provenance=f"{_MEASURED}; {_KINDS_MEASURED}",
                            kinds=(("online dense", 40.4, 40.4, 5), ("online MoE", 0.4, 0.4, 1),
