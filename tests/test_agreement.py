@@ -164,6 +164,28 @@ def test_sim_schedules_every_step_exactly_as_exec_runs_an_mla_model(tiny_mla_exe
                     header_a=tiny_mla_exec.header, clock=tiny_mla_exec.clock, probe_a=TorchSpecProbe)
 
 
+@pytest.fixture(scope="module")
+def tiny_gpt_oss_exec(tiny_checkpoint):
+    """exec on the tiny gpt-oss (a sliding layer of window 6 then a full one, sinks, biased
+    experts); a step clock too."""
+    folder, _ = tiny_checkpoint("gpt_oss")
+    with torch_threads(1):
+        yield TinyExec(folder, clock=StepClock(1.9e-4, 1e-7))
+
+
+@settings(max_examples=MOE_EXAMPLES)
+@given(case=cases(TINY_INFO, arrival_tick=ARRIVAL_TICK))
+@example(case=padded_case())
+def test_sim_schedules_every_step_exactly_as_exec_runs_a_sliding_window_model(tiny_gpt_oss_exec,
+                                                                             case):
+    """The agreement property on gpt-oss: exec's sliding-window layers (full KV pool,
+    windowed masks, padded CUDA-graph decode included) and sim replaying its tokens give
+    equal StepRecords and outcomes."""
+    check_agreement(tiny_gpt_oss_exec.make_runner, replay_runner(), case,
+                    header_a=tiny_gpt_oss_exec.header, clock=tiny_gpt_oss_exec.clock,
+                    probe_a=TorchSpecProbe)
+
+
 # --- the kit can fail, and works for any runner ----------------------------------------
 
 

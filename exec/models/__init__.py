@@ -35,6 +35,7 @@ MODELS: MappingProxyType[str, tuple[str, str]] = MappingProxyType({
     "MixtralForCausalLM": ("mixtral", "MixtralForCausalLM"),
     "Qwen3MoeForCausalLM": ("qwen3_moe", "Qwen3MoeForCausalLM"),
     "DeepseekV3ForCausalLM": ("deepseek_v3", "DeepseekV3ForCausalLM"),
+    "GptOssForCausalLM": ("gpt_oss", "GptOssForCausalLM"),
 })
 # NOTE: every registered name is one `shared.config.hf_config` reads (a KeyError here otherwise).
 _BY_FAMILY = MappingProxyType({ARCHITECTURES[name]: row for name, row in MODELS.items()})
@@ -87,7 +88,10 @@ def check_runnable(c: ModelConfig) -> None:
         missing = [k for k in LLAMA3_ROPE_KEYS if k not in c.rope_scaling]
         if missing:
             raise UnsupportedModelError(f"llama3 rope scaling is missing {', '.join(missing)}")
-    if c.sliding_window is not None:
+    # NOTE: a window is run per layer as `layer_types` lists it (gpt-oss); a window without
+    # them (Mistral v0.1, Qwen's max_window_layers) is not.
+    if c.sliding_window is not None and not c.layer_types:
         raise UnsupportedModelError(
             f"sliding-window attention (sliding_window={c.sliding_window} < context "
-            f"{c.context_length}) is not supported; batchtwin attends over the full context")
+            f"{c.context_length}) without layer_types is not supported; batchtwin runs a "
+            f"window on the layers config.json's layer_types names")

@@ -49,6 +49,9 @@ class Attention(nn.Module):
             self.q_norm = RMSNorm(self.d, c.rms_norm_eps)
             self.k_norm = RMSNorm(self.d, c.rms_norm_eps)
         self.qk_norm = c.qk_norm
+        self.sliding = c.layer_window(layer) is not None
+        # [Hq] gpt-oss's sink logits (HFConfig.attention_sinks); None for the other families
+        self.sinks = nn.Parameter(torch.zeros(self.hq)) if c.attention_sinks else None
 
     def fuse(self) -> None:
         """Replace q/k/v_proj by one qkv_proj (one matmul instead of three)."""
@@ -74,7 +77,8 @@ class Attention(nn.Module):
         q, k = apply_rotary(torch.cat((q, k), dim=1), cos, sin).split((self.hq, self.hkv), dim=1)
         fb.kv_pool.write(self.layer, fb.out_cache_loc, k, v)
         out = paged_attention(q, fb.kv_pool.k_layers[self.layer], fb.kv_pool.v_layers[self.layer],
-                              fb.attention, scale=self.d ** -0.5)  # [T, Hq, D]
+                              fb.attention, scale=self.d ** -0.5, sliding=self.sliding,
+                              sinks=self.sinks)                       # [T, Hq, D]
         return self.o_proj(out.reshape(t, self.hq * self.d))      # [T, H]
 
 

@@ -68,10 +68,12 @@ def _mark_dynamic(input_ids: torch.Tensor, positions: torch.Tensor, batch: Torch
     attention layout (kv_index [B, S], mask [B, 1, 1, S]) and, above 1, the batch size."""
     many = input_ids.shape[0] > 1
     for g in batch.attention.groups:
+        masks = (g.mask,) if g.window_mask is None else (g.mask, g.window_mask)
         torch._dynamo.mark_dynamic(g.kv_index, 1)
-        torch._dynamo.mark_dynamic(g.mask, 3)
+        for m in masks:
+            torch._dynamo.mark_dynamic(m, 3)
         if many:
-            for t in (g.kv_index, g.mask, g.q_index, g.out_index):
+            for t in (g.kv_index, *masks, g.q_index, g.out_index):
                 torch._dynamo.mark_dynamic(t, 0)
     if many:
         for t in (input_ids, positions, batch.out_cache_loc):

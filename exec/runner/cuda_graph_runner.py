@@ -36,6 +36,7 @@ class CapturedDecode:
     mask: torch.Tensor           # [bs, 1, 1, S] bool
     logits: torch.Tensor         # [bs, V] float32 (output)
     run: Callable[[], torch.Tensor] | None = None
+    window_mask: torch.Tensor | None = None   # [bs, 1, 1, S] bool: `mask` within the window
 
     def replay(self) -> None:
         if self.graph is None:
@@ -49,8 +50,9 @@ class DecodeGraphRunner:
     bucket): `model` over `kv_pool` on `device`, keys bucketed up to `context_length`."""
 
     def __init__(self, model: torch.nn.Module, kv_pool: KVPool, device: torch.device,
-                 context_length: int, sizes: list[int]) -> None:
+                 context_length: int, sizes: list[int], window: int | None = None) -> None:
         self.model, self.kv_pool, self.device = model, kv_pool, device
+        self.window = window   # the sliding layers' window (None: no layer slides)
         self.context_length, self.sizes = context_length, sizes
         self.graphs: dict[tuple[int, int], CapturedDecode] = {}
         self.pool = None
@@ -78,6 +80,9 @@ class DecodeGraphRunner:
                          (g.kv_index, np.where(valid, table, 0).astype(np.int64))):
             dst.copy_(torch.from_numpy(np.ascontiguousarray(src)).to(dev))
         g.mask.copy_(torch.from_numpy(valid[:, None, None, :]).to(dev))
+        if g.window_mask is not None:   # NOTE: padding rows (seq_len 1) keep their one key
+            near = valid & (keys[None, :] > p.seq_lens[:, None] - 1 - self.window)
+            g.window_mask.copy_(torch.from_numpy(near[:, None, None, :]).to(dev))
 
     def _capture(self, bs: int, window: int) -> CapturedDecode:
         dev = self.device
@@ -86,9 +91,11 @@ class DecodeGraphRunner:
         mask[..., 0] = True
         cuda = dev.type == "cuda"
         g = CapturedDecode(torch.cuda.CUDAGraph() if cuda else None, zeros(bs), zeros(bs),
-                           zeros(bs), zeros(bs, window), mask, torch.empty(0))
+                           zeros(bs), zeros(bs, window), mask, torch.empty(0),
+                           window_mask=None if self.window is None else mask.clone())
         meta = AttentionMetadata((AttentionGroup(g.kv_index, g.mask, torch.arange(bs, device=dev)[:, None],
-                                                 torch.arange(bs, device=dev)),))
+                                                 torch.arange(bs, device=dev),
+                                                 window_mask=g.window_mask),))
         batch = TorchBatch(g.out_cache_loc, meta, self.kv_pool)
         g.run = lambda: self.model.compute_logits(self.model(g.input_ids, g.positions, batch))
         if cuda:

@@ -60,13 +60,14 @@ class TorchModelRunner:
         self.model.prepare_for_inference(column_major=self.cpu and self.dtype == torch.float32,
                                          pack=pack)
         self.kv_pool = self.new_kv_pool(model.config, kv_dtype)
+        self.window = model.config.sliding_window   # the sliding layers' (HFConfig.layer_window)
         self.copy_to_static = copy_to_static
         capacity = self.config.max_forward_tokens()
         self._static = {name: torch.zeros(capacity, dtype=torch.int64, device=self.device)
                         for name in ("input_ids", "positions", "out_cache_loc")}
         self.graph_sizes = cuda_graph_batch_sizes(self.config)
         self.graphs = (DecodeGraphRunner(self.model, self.kv_pool, self.device, self.config.context_length,
-                                        self.graph_sizes) if self.graph_sizes else None)
+                                        self.graph_sizes, self.window) if self.graph_sizes else None)
         if isinstance(torch_compile_max_bs, bool) or not isinstance(torch_compile_max_bs, int) \
                 or torch_compile_max_bs < 1:
             raise ValueError(f"torch_compile_max_bs must be a positive integer, got {torch_compile_max_bs!r}")
@@ -128,7 +129,7 @@ class TorchModelRunner:
         else:
             prefix, extend = fb.extend_prefix_lens, fb.extend_seq_lens
         meta = AttentionMetadata.build(fb.req_to_token, fb.req_pool_indices, fb.seq_lens,
-                                       prefix, extend, self.device)
+                                       prefix, extend, self.device, self.window)
         return TorchBatch(self._tensor(fb, "out_cache_loc"), meta, self.kv_pool)
 
     def _tensor(self, fb: ForwardBatch, name: str) -> torch.Tensor:

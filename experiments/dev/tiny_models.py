@@ -1,4 +1,4 @@
-"""Tiny random-weight checkpoints (Llama family, Mixtral, Qwen3-MoE), saved with transformers (the reference):
+"""Tiny random-weight checkpoints (Llama family, Mixtral, Qwen3-MoE, DeepSeek-V3, gpt-oss), saved with transformers (the reference):
 the tests' `tiny_checkpoint` fixture and `python -m experiments.dev.mutation_check` build them.
 
 NOTE: weights are scaled up (x4 by default) so that logits are well separated: the gap
@@ -39,6 +39,14 @@ DEEPSEEK_V3 = {"num_hidden_layers": 3, "num_key_value_heads": 4, "q_lora_rank": 
                "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "mscale": 1.0,
                                 "mscale_all_dim": 1.0, "original_max_position_embeddings": 64,
                                 "beta_fast": 32, "beta_slow": 1}}
+# gpt-oss: sliding (window 6, so windows cross 4-token pages) then full attention, sinks,
+# YaRN rope, top-2 of 8 biased experts with the clamped SwiGLU in both layers.
+GPT_OSS = {"head_dim": 16, "num_local_experts": 8, "num_experts_per_tok": 2,
+           "intermediate_size": 64, "sliding_window": 6,
+           "layer_types": ["sliding_attention", "full_attention"],
+           "rope_parameters": {"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0,
+                               "beta_slow": 1.0, "original_max_position_embeddings": 64,
+                               "rope_theta": 150000.0, "truncate": False}}
 ARCHS = {
     "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM, {"rope_scaling": LLAMA3_ROPE}),
     "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM, {}),
@@ -47,7 +55,10 @@ ARCHS = {
     "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM, MIXTRAL),
     "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM, QWEN3_MOE),
     "deepseek_v3": (transformers.DeepseekV3Config, transformers.DeepseekV3ForCausalLM, DEEPSEEK_V3),
+    "gpt_oss": (transformers.GptOssConfig, transformers.GptOssForCausalLM, GPT_OSS),
 }
+# Parameters the reference initialises to zero (or near it) that a test should see at work.
+NONZERO_SUFFIXES = ("e_score_correction_bias", "_proj_bias", "router.bias", ".sinks")
 
 
 def make_checkpoint(folder: Path, arch: str = "llama", seed: int = 0, scale: float | None = None):
@@ -60,9 +71,9 @@ def make_checkpoint(folder: Path, arch: str = "llama", seed: int = 0, scale: flo
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(scale)
-        for name, b in model.named_buffers():
-            if name.endswith("e_score_correction_bias"):   # zeros at init: make it choose
-                b.copy_(torch.rand(b.shape) * 0.5)
+        for name, t in (*model.named_buffers(), *model.named_parameters()):
+            if name.endswith(NONZERO_SUFFIXES):   # zeros (or tiny) at init: make them count
+                t.copy_(torch.rand(t.shape) * 0.5 if "correction" in name else torch.randn(t.shape))
     model.save_pretrained(folder)
     if hasattr(model.config, "num_experts_per_tok"):
         # NOTE: transformers' default grouped_mm experts refuse float64, the parity reference.

@@ -121,7 +121,23 @@ class HFConfig:
 
     @property
     def o_bias(self) -> bool:
-        return self.arch in ("llama", "qwen3", "mistral") and self.attention_bias
+        return self.arch in ("llama", "qwen3", "mistral", "gpt_oss") and self.attention_bias
+
+    @property
+    def attention_sinks(self) -> bool:
+        """gpt-oss: each query head has a learned sink logit that joins its softmax (and
+        takes a share of it) without a value."""
+        return self.arch == "gpt_oss"
+
+    def layer_window(self, layer: int) -> int | None:
+        """The window of layer `layer` (a query at position q sees keys k with q - k <
+        window, as transformers' sliding-window mask), None when it sees the whole
+        context: `sliding_window` applies to the `layer_types` sliding layers, or to every
+        layer when the config lists no layer types (Mistral)."""
+        if self.sliding_window is None or (self.layer_types
+                                           and self.layer_types[layer] != "sliding_attention"):
+            return None
+        return self.sliding_window
 
     @property
     def qk_norm(self) -> bool:
