@@ -37,7 +37,8 @@ def test_an_unknown_profile_is_refused_naming_the_known_ones():
 @pytest.mark.parametrize("field, value", [("cpu_per_step", -1.0), ("cpu_per_request", float("nan")),
                                           ("scheduler_steps", 0), ("overlap", 1),
                                           ("guaranteed_no_evict", "yes"), ("fp8_attention", 1),
-                                          ("fp4_moe_gather", "no")])
+                                          ("fp4_moe_gather", "no"), ("swa_full_tokens_ratio", 0.0),
+                                          ("swa_full_tokens_ratio", 1.5)])
 def test_a_bad_profile_field_is_refused_by_name(field, value):
     """Negative or non-finite CPU seconds, fewer than one scheduler step, a non-bool overlap."""
     kwargs = {"name": "x", "cpu_per_step": 0.0, "cpu_per_request": 0.0, "overlap": False,
@@ -89,8 +90,8 @@ def test_every_profile_number_and_schedule_names_its_source(name):
     the capacity policy and the kernel choices where a profile sets them."""
     fields = ["cpu_per_step", "cpu_per_request", "overlap"]
     fields += ["batch_defaults", "token_budget"] if name == "vllm-v1" else []
-    fields += [f for f in ("guaranteed_no_evict", "fp8_attention", "fp4_moe_gather")
-               if getattr(ENGINE_PROFILES[name], f)]
+    fields += [f for f in ("guaranteed_no_evict", "fp8_attention", "fp4_moe_gather",
+                           "swa_full_tokens_ratio") if getattr(ENGINE_PROFILES[name], f)]
     assert all(SOURCES.get(f"{name}.{field}") for field in fields)
 
 
@@ -140,3 +141,16 @@ def test_vllm_v1_schedules_its_own_token_budget_on_each_gpu(hardware, budget, se
                       engine={"max_running_requests": 64}).engine_config()
     assert mine.max_running_requests == 64 and mine.chunked_prefill_size == budget
     assert Deployment(hardware=hardware, engine_profile="vllm").engine_config().page_size == 1
+
+
+def test_sglang_sizes_a_sliding_window_model_pool_by_its_swa_ratio():
+    """gpt-oss-20b (12 of 24 layers sliding) on one H100: SGLang's pool counts a sliding
+    layer at 0.8 of a token per full-layer token, so it holds 1 / 0.9 the tokens of an
+    engine whose every layer keeps every token (vLLM's profile here); a dense model holds
+    the same under both."""
+    def capacity(model: str, profile: str) -> int:
+        return build_simulation(model=model, hardware="h100", engine_profile=profile,
+                                cost_model="roofline").scheduler.config.max_total_tokens
+    ratio = capacity("gpt-oss-20b", "sglang") / capacity("gpt-oss-20b", "vllm")
+    assert ratio == pytest.approx(1 / 0.9, rel=1e-4)
+    assert capacity("llama-3-8b", "sglang") == capacity("llama-3-8b", "vllm")

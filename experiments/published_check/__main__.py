@@ -1,4 +1,4 @@
-"""`python -m experiments.published_check [--csv PATH] [--out CSV] [--jobs N] [--only ID...]`
+"""`python -m experiments.published_check [--csv PATH ...] [--out CSV] [--jobs N] [--only ID...]`
 
 Expresses every row of the published calibration set it can as a simulator run (workload
 lengths, arrivals, hardware, TP/EP, dtypes), runs them on a process pool, and prints the
@@ -28,11 +28,13 @@ from sim.cost.registry import COST_MODELS
 # NOTE: the team folder beside the repository; read from there, never copied in.
 DEFAULT_CSV = Path(__file__).resolve().parents[3] / "shared" / "reference" / \
     "published-calibration-set.csv"
+# The rows this project added (2025-26 vLLM V1 and SGLang 0.5 runs; data/README.md).
+ADDED_CSV = Path(__file__).resolve().parent / "data" / "runs_2025_26.csv"
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    table = pd.read_csv(args.csv, dtype=str, keep_default_na=False)
+    table = read_tables(args.csv)
     if args.only:
         table = table[table["id"].isin(args.only)]
     expressed = [express(row) for row in table.to_dict("records")]
@@ -59,6 +61,17 @@ def main(argv: list[str] | None = None) -> None:
         rows.to_csv(args.out, index=False)
 
 
+def read_tables(paths: list[Path]) -> pd.DataFrame:
+    """The rows of every CSV in `paths`, in order; SystemExit naming an id two rows share."""
+    table = pd.concat([pd.read_csv(p, dtype=str, keep_default_na=False) for p in paths],
+                      ignore_index=True)
+    repeated = table["id"][table["id"].duplicated()]
+    if len(repeated):
+        raise SystemExit(f"published_check: row id {repeated.iloc[0]!r} appears twice in "
+                         f"{', '.join(map(str, paths))}")
+    return table
+
+
 def _dp_attention(spec: RowSpec) -> bool:
     return bool(spec.sim_args.get("enable_dp_attention"))
 
@@ -73,7 +86,9 @@ def _changed(params: KernelParams) -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m experiments.published_check",
                                 description=__doc__.split("\n\n")[1])
-    p.add_argument("--csv", type=Path, default=DEFAULT_CSV, help="the calibration set")
+    p.add_argument("--csv", type=Path, nargs="+", default=[DEFAULT_CSV, ADDED_CSV],
+                   help="the calibration set's CSV files (default: the team's 58 published "
+                        "runs and the 2025-26 runs of experiments/published_check/data)")
     p.add_argument("--out", type=Path, help="write the per-row table to this CSV")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--only", nargs="+", metavar="ID", help="run only these row ids")

@@ -20,6 +20,11 @@ it, the schedule it runs by default, and the kernel choices its published runs d
   quantized (4-bit values and their scales) and its output reduce-scattered in 16 bits,
   instead of one 16-bit all-reduce.
 
+- `swa_full_tokens_ratio`: a model with sliding-window layers keeps their KV in a pool of
+  this many tokens per token of the full layers' pool (SGLang's `--swa-full-tokens-ratio`;
+  tokens past the window are freed from it), so the KV capacity, counted in full-layer
+  tokens, pays each sliding layer this fraction of a token (`sim.model.kv_capacity`). None:
+  every layer holds every token.
 - `version`: the engine release the profile models (a run's trace header names it): vLLM's
   V0 engine (0.6, `vllm`) and its V1 engine (0.8 on, `vllm-v1`: a persistent batch and a
   scheduler of SGLang's design, every step a token budget that the running decodes and a
@@ -54,6 +59,7 @@ class EngineProfile:
     fp4_moe_gather: bool = False   # attention DP: an NVFP4 MoE's input gathered in NVFP4
     version: str = ""              # the engine release modelled (module doc)
     token_budget: bool = False     # vLLM V1: one token budget per step (`schedule_defaults`)
+    swa_full_tokens_ratio: float | None = None   # sliding layers' KV tokens per full layer's
 
     def __post_init__(self) -> None:
         for name in ("cpu_per_step", "cpu_per_request"):
@@ -66,6 +72,11 @@ class EngineProfile:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"EngineProfile.{name} must be a bool, "
                                  f"got {getattr(self, name)!r}")
+        ratio = self.swa_full_tokens_ratio
+        if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
+                                  or not 0 < ratio <= 1):
+            raise ValueError(f"EngineProfile.swa_full_tokens_ratio must be in (0, 1] or None, "
+                             f"got {ratio!r}")
         steps = self.scheduler_steps
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"scheduler_steps (--num-scheduler-steps) must be an int >= 1, "
@@ -104,7 +115,7 @@ class EngineProfile:
 
 
 ENGINE_PROFILES = MappingProxyType({
-    "sglang": EngineProfile("sglang", 60e-6, 3e-6, overlap=True),
+    "sglang": EngineProfile("sglang", 60e-6, 3e-6, overlap=True, swa_full_tokens_ratio=0.8),
     "vllm": EngineProfile("vllm", 0.5e-3, 14e-6, overlap=False, version="0.6 (V0 engine)"),
     "vllm-v1": EngineProfile("vllm-v1", 60e-6, 3e-6, overlap=False, version="0.8+ (V1 engine)",
                              token_budget=True),
@@ -136,6 +147,11 @@ SOURCES = {
                        "turns it off)"),
     "sglang.cpu_per_request": _PYTHON_PER_REQUEST,
     "sglang.cpu_per_step": "assumption: a fixed 60 us per pass beside the per-request loops",
+    "sglang.swa_full_tokens_ratio": ("0.8, the fallback of --swa-full-tokens-ratio (sglang "
+                                     "0.5.23 srt/arg_groups/fields/schedule.py); the pool's "
+                                     "bytes per full-layer token are the full layers' plus "
+                                     "the ratio times the sliding layers' (srt/model_executor/"
+                                     "pool_configurator.py, _recompute_cell_size)"),
     "vllm.overlap": ("off: vLLM 0.6's V0 engine overlaps only output processing (the async "
                      "output processor, vllm PR 7049); scheduling and input preparation run "
                      "between steps"),

@@ -17,7 +17,8 @@ DEFAULT_RESERVE_FRACTION = 0.1
 def kv_capacity_tokens(model_shape: ModelShape, hardware: Hardware, tp: int = 1,
                        max_total_tokens: int | None = None,
                        reserve_fraction: float = DEFAULT_RESERVE_FRACTION, ep_size: int = 1,
-                       attention_dp: int = 1, extra_weight_bytes: float = 0.0) -> int:
+                       attention_dp: int = 1, extra_weight_bytes: float = 0.0,
+                       swa_full_tokens_ratio: float | None = None) -> int:
     """KV tokens the engine can hold. A real run's `max_total_tokens`, when given, always
     wins. Else per rank: (capacity * (1 - reserve_fraction) - weights per GPU) / KV bytes per
     token per rank, i.e. (capacity * tp - weights - reserve) / KV bytes per token when tp
@@ -26,7 +27,10 @@ def kv_capacity_tokens(model_shape: ModelShape, hardware: Hardware, tp: int = 1,
     assumption; import the real value when you have a run). Under attention data
     parallelism each of the `attention_dp` ranks holds its own requests' KV at the attention
     tp (tp / attention_dp), so the engine holds attention_dp times one rank's tokens.
-    `extra_weight_bytes`: weights a GPU holds beyond its shard (`EPOptions`)."""
+    `extra_weight_bytes`: weights a GPU holds beyond its shard (`EPOptions`).
+    `swa_full_tokens_ratio` (the engine's, `EngineProfile`): a sliding-window layer holds
+    that many tokens per full-layer token, so it costs that fraction of its KV bytes per
+    token counted; None: every layer holds every token."""
     if max_total_tokens is not None:
         if isinstance(max_total_tokens, bool) or not isinstance(max_total_tokens, int) \
                 or max_total_tokens < 1:
@@ -39,6 +43,10 @@ def kv_capacity_tokens(model_shape: ModelShape, hardware: Hardware, tp: int = 1,
     weights = weight_bytes_per_gpu(model_shape, tp, ep_size, attention_dp) + extra_weight_bytes
     free = hardware.mem_capacity * (1 - reserve_fraction) - weights
     per_rank = kv_bytes_per_token_per_rank(model_shape, tp // attention_dp)
+    if swa_full_tokens_ratio is not None and model_shape.sliding_layers:
+        full = model_shape.num_layers - model_shape.sliding_layers
+        per_rank = per_rank * (full + swa_full_tokens_ratio * model_shape.sliding_layers) \
+            / model_shape.num_layers
     tokens = int(free // per_rank) * attention_dp
     if tokens < 1:
         raise ValueError(
