@@ -6,9 +6,10 @@ the whole sequence. A query at position q (0-based) scores q + 1 keys in a full 
 min(q + 1, W) in a sliding one, and a step reads, per request, the keys its queries can
 reach. The cost models price a step's attention per layer: the full layers' work, less the
 sliding layers' savings (`window_savings`) on their share of the layers.
-NOTE: SGLang's separate KV pool for the sliding layers (`--swa-full-tokens-ratio`) is not
-modelled: the KV capacity still counts every layer's whole history (an under-estimate of the
-tokens that fit).
+NOTE: SGLang's separate KV pool for the sliding layers (`--swa-full-tokens-ratio`) sizes the
+KV capacity (`EngineProfile.swa_full_tokens_ratio`, `sim.model.kv_capacity`); which tokens it
+frees past the window is not modelled (the scheduler counts full-layer tokens), nor is vLLM's
+hybrid allocator (its profiles count every layer's whole history).
 """
 
 from __future__ import annotations
