@@ -38,7 +38,8 @@ def test_an_unknown_profile_is_refused_naming_the_known_ones():
                                           ("scheduler_steps", 0), ("overlap", 1),
                                           ("guaranteed_no_evict", "yes"), ("fp8_attention", 1),
                                           ("fp4_moe_gather", "no"), ("swa_full_tokens_ratio", 0.0),
-                                          ("swa_full_tokens_ratio", 1.5)])
+                                          ("swa_full_tokens_ratio", 1.5), ("kv_free_fraction", -0.1),
+                                          ("kv_free_fraction", True)])
 def test_a_bad_profile_field_is_refused_by_name(field, value):
     """Negative or non-finite CPU seconds, fewer than one scheduler step, a non-bool overlap."""
     kwargs = {"name": "x", "cpu_per_step": 0.0, "cpu_per_request": 0.0, "overlap": False,
@@ -91,7 +92,8 @@ def test_every_profile_number_and_schedule_names_its_source(name):
     fields = ["cpu_per_step", "cpu_per_request", "overlap"]
     fields += ["batch_defaults", "token_budget"] if name == "vllm-v1" else []
     fields += [f for f in ("guaranteed_no_evict", "fp8_attention", "fp4_moe_gather",
-                           "swa_full_tokens_ratio") if getattr(ENGINE_PROFILES[name], f)]
+                           "swa_full_tokens_ratio", "kv_free_fraction")
+               if getattr(ENGINE_PROFILES[name], f)]
     assert all(SOURCES.get(f"{name}.{field}") for field in fields)
 
 
@@ -154,3 +156,24 @@ def test_sglang_sizes_a_sliding_window_model_pool_by_its_swa_ratio():
     ratio = capacity("gpt-oss-20b", "sglang") / capacity("gpt-oss-20b", "vllm")
     assert ratio == pytest.approx(1 / 0.9, rel=1e-4)
     assert capacity("llama-3-8b", "sglang") == capacity("llama-3-8b", "vllm")
+
+
+def test_tensorrt_llm_sizes_its_pool_from_the_memory_the_weights_leave():
+    """TensorRT-LLM's KV pool is 0.9 of what the weights leave (free_gpu_memory_fraction),
+    SGLang's what 90% of the GPU less the weights leaves: Llama-3-70B fp8 on one H200
+    (about 70 GB of weights) holds 0.9 * (C - W) / (0.9 * C - W) times SGLang's tokens, and a
+    run's own fraction replaces the default."""
+    from sim.model.parallelism import weight_bytes_per_gpu
+
+    def capacity(profile) -> int:
+        return build_simulation(model="llama-3-70b", hardware="h200", quantization="fp8",
+                                engine_profile=profile, cost_model="roofline"
+                                ).scheduler.config.max_total_tokens
+    shape = build_simulation(model="llama-3-70b", hardware="h200", quantization="fp8",
+                             cost_model="roofline").model_shape
+    c, w = get_hardware("h200").mem_capacity, weight_bytes_per_gpu(shape, 1, 1, 1)
+    ratio = capacity("trt-llm") / capacity("sglang")
+    assert ratio == pytest.approx(0.9 * (c - w) / (0.9 * c - w), rel=1e-4)
+    assert ratio > 1.1
+    roomier = ENGINE_PROFILES["trt-llm"].with_kv_free_fraction(0.95)
+    assert capacity(roomier) / capacity("trt-llm") == pytest.approx(0.95 / 0.9, rel=1e-4)

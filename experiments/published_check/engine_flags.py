@@ -18,6 +18,8 @@ SCHEDULER_STEPS = re.compile(r"(?:num[-_]scheduler[-_]steps?|multi-step scheduli
 MAX_NUM_SEQS = re.compile(r"--max-num-seqs[ =](\d+)")
 MAX_BATCHED_TOKENS = re.compile(r"--max-num-batched-tokens[ =](\d+)")
 MAX_NUM_TOKENS = re.compile(r"max_num_tokens[ =:]*(\d+)")
+KV_FREE_FRACTION = re.compile(r"(?:kv_cache_free_gpu_mem(?:ory)?_fraction|free_gpu_memory_fraction)"
+                              r"[ =:]*(0?\.\d+|1\.0*)")
 VERSION = re.compile(r"(?<![\d.])v?(\d+)\.(\d+)")
 YEAR_2025_ON = re.compile(r"\b20(2[5-9]|[3-9]\d)\b")
 # vLLM's offline entry points (UsageContext.LLM_CLASS): the LLM class, `vllm bench throughput`
@@ -35,7 +37,8 @@ def engine_args(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str,
         notes.append(f"engine {row.get('engine')!r} has no profile: SGLang's")
         return {}
     if name == "trt-llm":
-        return {"engine_profile": name, **_trt_limits(row, notes, sim_args, workload)}
+        return {"engine_profile": _trt_profile(row, notes),
+                **_trt_limits(row, notes, sim_args, workload)}
     if name == "sglang":
         return {"engine_profile": name, **_sglang_flags(row, notes)}
     if name != "vllm":
@@ -128,6 +131,19 @@ def _sglang_flags(row: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
             notes.append(f"{flag}: {field}")
             flags[field] = True
     return flags
+
+
+def _trt_profile(row: Mapping[str, Any], notes: list[str]):
+    """TensorRT-LLM's profile, its KV pool the run's kv_cache_free_gpu_mem_fraction of the
+    memory the weights leave when the row names one."""
+    from sim.cost.engine_profile import get_engine_profile
+
+    match = KV_FREE_FRACTION.search(str(row.get("workload", "")))
+    if match is None:
+        return "trt-llm"
+    notes.append(f"kv_cache_free_gpu_mem_fraction {match.group(1)}: the KV pool's share of "
+                 f"the memory the weights leave")
+    return get_engine_profile("trt-llm").with_kv_free_fraction(float(match.group(1)))
 
 
 def _trt_limits(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str, Any],

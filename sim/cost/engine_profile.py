@@ -25,6 +25,10 @@ it, the schedule it runs by default, and the kernel choices its published runs d
   tokens past the window are freed from it), so the KV capacity, counted in full-layer
   tokens, pays each sliding layer this fraction of a token (`sim.model.kv_capacity`). None:
   every layer holds every token.
+- `kv_free_fraction`: the KV pool takes this fraction of the memory left after the weights
+  (TensorRT-LLM's `free_gpu_memory_fraction`), instead of the capacity less a fixed share of
+  the whole GPU less the weights (SGLang's `mem_fraction_static` and vLLM's
+  `gpu_memory_utilization` are fractions of the whole GPU). None: the latter.
 - `version`: the engine release the profile models (a run's trace header names it): vLLM's
   V0 engine (0.6, `vllm`) and its V1 engine (0.8 on, `vllm-v1`: a persistent batch and a
   scheduler of SGLang's design, every step a token budget that the running decodes and a
@@ -60,6 +64,7 @@ class EngineProfile:
     version: str = ""              # the engine release modelled (module doc)
     token_budget: bool = False     # vLLM V1: one token budget per step (`schedule_defaults`)
     swa_full_tokens_ratio: float | None = None   # sliding layers' KV tokens per full layer's
+    kv_free_fraction: float | None = None   # KV pool: this share of the memory the weights leave
 
     def __post_init__(self) -> None:
         for name in ("cpu_per_step", "cpu_per_request"):
@@ -72,11 +77,11 @@ class EngineProfile:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"EngineProfile.{name} must be a bool, "
                                  f"got {getattr(self, name)!r}")
-        ratio = self.swa_full_tokens_ratio
-        if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
-                                  or not 0 < ratio <= 1):
-            raise ValueError(f"EngineProfile.swa_full_tokens_ratio must be in (0, 1] or None, "
-                             f"got {ratio!r}")
+        for name in ("swa_full_tokens_ratio", "kv_free_fraction"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not 0 < value <= 1):
+                raise ValueError(f"EngineProfile.{name} must be in (0, 1] or None, got {value!r}")
         steps = self.scheduler_steps
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"scheduler_steps (--num-scheduler-steps) must be an int >= 1, "
@@ -108,6 +113,11 @@ class EngineProfile:
                 "max_prefill_tokens": budget, "max_running_requests": seqs,
                 "page_size": V1_BLOCK_SIZE}
 
+    def with_kv_free_fraction(self, fraction: float) -> EngineProfile:
+        """This profile with the KV pool `fraction` of the memory the weights leave (a run's
+        `kv_cache_free_gpu_mem_fraction`)."""
+        return dataclasses.replace(self, kv_free_fraction=fraction)
+
     def with_overlap(self) -> EngineProfile:
         """This profile with the CPU of a step hidden under the device (vLLM V1's
         `--async-scheduling`)."""
@@ -120,7 +130,7 @@ ENGINE_PROFILES = MappingProxyType({
     "vllm-v1": EngineProfile("vllm-v1", 60e-6, 3e-6, overlap=False, version="0.8+ (V1 engine)",
                              token_budget=True),
     "trt-llm": EngineProfile("trt-llm", 60e-6, 3e-6, overlap=True, guaranteed_no_evict=True,
-                             fp8_attention=True, fp4_moe_gather=True),
+                             fp8_attention=True, fp4_moe_gather=True, kv_free_fraction=0.9),
     "lmdeploy": EngineProfile("lmdeploy", 60e-6, 1e-6, overlap=False),
 })
 DEFAULT_ENGINE_PROFILE = "sglang"
@@ -188,6 +198,13 @@ SOURCES = {
                         "not modelled (2026-12-05)"),
     "trt-llm.cpu_per_request": _PYTHON_PER_REQUEST,
     "trt-llm.cpu_per_step": "assumption: as SGLang's",
+    "trt-llm.kv_free_fraction": ("0.9, KvCacheConfig.free_gpu_memory_fraction's default: 'TensorRT "
+                                 "LLM will try to allocate 90% of free GPU memory for KV cache' "
+                                 "(nvidia.github.io/TensorRT-LLM, 'How to Change KV Cache "
+                                 "Behavior'); free memory is what the weights leave (the engine's "
+                                 "activations, a few GB, are not subtracted: NOTE in "
+                                 "sim.model.kv_capacity); a run's kv_cache_free_gpu_mem_fraction "
+                                 "replaces it (EngineProfile.with_kv_free_fraction)"),
     "trt-llm.guaranteed_no_evict": ("TensorRT-LLM's default capacity scheduler policy, "
                                     "GUARANTEED_NO_EVICT: the LLM API's SchedulerConfig "
                                     "(tensorrt_llm/llmapi/llm_args.py) and trtllm-bench's "
