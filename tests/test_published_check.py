@@ -399,3 +399,18 @@ def test_an_h100_nvl_card_is_refused_not_read_as_the_sxm_part():
 def test_the_2025_26_group_holds_vllm_v1_and_sglang_0_5_runs(engine, version, counted):
     row = {**ROW, "engine": engine, "engine_version": version}
     assert ("2025-26 engines" in express(row).groups) is counted
+
+
+@pytest.mark.parametrize("inp, out, low, high", [
+    ("mean=20000 (approx, +-15%)", "mean=2000 (approx, +-15%)", (17000, 1700), (23000, 2300)),
+    ("1024 ±10%", "512 ±10%", (922, 461), (1126, 563))])
+def test_a_stated_length_spread_runs_as_uniform_lengths_within_it(inp, out, low, high):
+    """'~20k input, ~2k output, +-15%' is vLLM's random dataset at a 0.15 range ratio:
+    lengths uniform in [L(1 - r), L(1 + r)], not the heavy-tailed ShareGPT-like mix."""
+    spec = express({**ROW, "input_len": inp, "output_len": out})
+    w = spec.workload
+    assert (w.input_dist.low, w.output_dist.low) == low
+    assert (w.input_dist.high, w.output_dist.high) == high
+    assert not w.sharegpt and any("uniform" in a for a in spec.assumptions)
+    plain = express({**ROW, "input_len": "mean=20000", "output_len": "mean=2000"}).workload
+    assert plain.sharegpt and plain.input_dist is None

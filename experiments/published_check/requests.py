@@ -14,6 +14,7 @@ from typing import Any
 
 from experiments.published_check.mlperf import dataset_lengths
 from experiments.published_check.row_spec import WorkloadSpec
+from shared.workload.length_dist import Uniform
 
 # NOTE: the LMSYS large-EP runs: a device's prefill batch (published for the 4K case).
 PREFILL_TOKENS_PER_DEVICE = 16384
@@ -26,6 +27,7 @@ DECODE_OUTPUT_LEN = 200
 # rows peaks at 4.5 GB; a worker of the whole check at 10.5 GB).
 LOADGEN_PROMPTS = 48000
 MAX_ROUNDS = 4   # closed-loop rounds simulated at most (the trace's memory)
+SPREAD = re.compile(r"(?:\+-|±|\+/-)\s*(\d+)\s*%")   # a length cell's stated spread
 
 
 class Refused(Exception):
@@ -42,12 +44,30 @@ def workload_of(row: Mapping[str, Any], metric: str, notes: list[str], dp: int =
     dataset = _dataset_workload(row, rate, concurrency, notes, engines)
     if dataset is not None:
         return dataset
-    inp, out, sharegpt = _lengths(str(row["input_len"]), str(row["output_len"]), notes)
+    spread = _spread(str(row["input_len"]), str(row["output_len"]), notes)
+    inp, out, sharegpt = (0, 0, False) if spread else _lengths(str(row["input_len"]),
+                                                                str(row["output_len"]), notes)
     n = _num_prompts(str(row["num_prompts"]), concurrency, notes, engines)
     if metric.startswith("ttft") and concurrency is not None:
         notes.append(f"TTFT of a closed loop: one round of {concurrency} request(s), no queueing")
         n = concurrency
+    if spread is not None:
+        return WorkloadSpec(n, rate=rate, concurrency=concurrency, input_dist=spread[0],
+                            output_dist=spread[1])
     return WorkloadSpec(n, inp, out, rate, concurrency, sharegpt)
+
+
+def _spread(inp_text: str, out_text: str, notes: list[str]) -> tuple[Uniform, Uniform] | None:
+    """Lengths uniform within the spread the cells state ("+-15%": vLLM's random dataset at
+    --random-range-ratio 0.15, lengths in [L(1 - r), L(1 + r)]), None when they state none."""
+    found = [SPREAD.search(t) for t in (inp_text, out_text)]
+    if not all(found):
+        return None
+    inp, out = first_number(inp_text), first_number(out_text)
+    r_in, r_out = (int(m.group(1)) / 100 for m in found)
+    notes.append(f"lengths uniform within +-{r_in:.0%} / +-{r_out:.0%} of {inp} / {out}")
+    return (Uniform(round(inp * (1 - r_in)), round(inp * (1 + r_in))),
+            Uniform(round(out * (1 - r_out)), round(out * (1 + r_out))))
 
 
 def _engine_arrivals(row: Mapping[str, Any], dp: int, engines: int, layout: Any,

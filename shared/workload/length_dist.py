@@ -51,6 +51,11 @@ class Uniform:
         if self.high < self.low:
             raise ValueError(f"Uniform: high ({self.high}) must be >= low ({self.low})")
 
+    @property
+    def max_len(self) -> int:
+        """The longest sample (what a request's max_new_tokens must allow)."""
+        return max(self.high, 1)
+
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return _clip(rng.integers(self.low, self.high + 1, size=n), None)
 
