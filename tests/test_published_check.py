@@ -149,7 +149,7 @@ def test_sources_get_short_names_and_fall_in_one_half_each():
     """Every named source is in exactly one half of the split."""
     from experiments.published_check.sources import HALVES, SOURCES
 
-    names = [name for _, name in SOURCES]
+    names = {name for _, name in SOURCES}   # NOTE: a source may be spelled two ways
     assert sorted(names) == sorted(HALVES["A"] + HALVES["B"])
     assert source_name(TRT) == "trt-v0.17" and half_of("trt-v0.17") == "A"
 
@@ -178,8 +178,8 @@ def test_a_sharegpt_row_with_published_means_gets_those_means():
 def test_predict_runs_the_simulator_in_the_published_unit():
     """A one-request row runs end to end; its TTFT in ms is 1000x the run's duration in s."""
     spec = express({**ROW, "model": "meta-llama/Llama-3.1-8B", "tp": "1", "output_len": "1",
-                    "request_rate_or_concurrency": "conc=1", "metric": "Mean first-token latency",
-                    "unit": "ms"})
+                    "num_prompts": "1", "request_rate_or_concurrency": "conc=1",
+                    "metric": "Mean first-token latency", "unit": "ms"})
     pred = predict(spec)
     assert pred.row_id == "r1" and 1.0 < pred.predicted < 1e3
     assert pred.predicted == pytest.approx(pred.sim_seconds * 1e3, rel=0.5)
@@ -414,3 +414,17 @@ def test_a_stated_length_spread_runs_as_uniform_lengths_within_it(inp, out, low,
     assert not w.sharegpt and any("uniform" in a for a in spec.assumptions)
     plain = express({**ROW, "input_len": "mean=20000", "output_len": "mean=2000"}).workload
     assert plain.sharegpt and plain.input_dist is None
+
+
+def test_a_closed_loop_ttft_counts_from_when_the_client_sent_the_request():
+    """Two slots, four requests: the third and fourth are sent at the first two finishes, so
+    their TTFTs count from there, not from t=0."""
+    import pandas as pd
+
+    from experiments.published_check.predict import closed_loop_ttft
+
+    runs = pd.DataFrame({"first_token_time": [1.0, 1.0, 11.0, 12.0],
+                         "finish_time": [10.0, 10.5, 20.0, 21.0]})
+    assert closed_loop_ttft(runs, 2, "ttft_mean") == pytest.approx((1 + 1 + 1 + 1.5) / 4)
+    assert closed_loop_ttft(runs, 2, "ttft_p50") == pytest.approx(1.0)
+    assert closed_loop_ttft(runs, 4, "ttft_mean") == pytest.approx((1 + 1 + 11 + 12) / 4)

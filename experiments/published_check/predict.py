@@ -25,8 +25,27 @@ def predict(spec: RowSpec) -> Prediction:
         return _fixed_batch_decode(spec)
     result = sim.simulate(build_workload(spec.workload, _vocab(spec)), seed=0, bounds=False,
                           **spec.sim_args)
-    return Prediction(spec.row_id, metric_value(result, spec.metric) * spec.scale,
-                      result.summary["duration"])
+    concurrency = spec.workload.concurrency
+    value = (closed_loop_ttft(result.completed_requests, concurrency, spec.metric)
+             if concurrency is not None and spec.metric.startswith("ttft")
+             else metric_value(result, spec.metric))
+    return Prediction(spec.row_id, value * spec.scale, result.summary["duration"])
+
+
+def closed_loop_ttft(requests, concurrency: int, metric: str) -> float:
+    """TTFT as a closed-loop client measures it: from when it sends a request, which is when
+    a request of the `concurrency` in flight finished, not from t=0 (the simulated run queues
+    every request at t=0 behind a running cap of `concurrency`). The k-th request to start
+    (by its first token) was sent at the (k - concurrency)-th finish; `metric` ttft_mean or
+    ttft_p50."""
+    import numpy as np
+
+    first = np.sort(requests["first_token_time"].to_numpy())
+    finish = np.sort(requests["finish_time"].to_numpy())
+    sent = np.zeros_like(first)
+    sent[concurrency:] = finish[: max(0, len(first) - concurrency)]
+    ttft = np.maximum(first - sent, 0.0)
+    return float(np.median(ttft) if metric == "ttft_p50" else ttft.mean())
 
 
 def predict_all(specs: Sequence[RowSpec], jobs: int) -> list[Prediction]:

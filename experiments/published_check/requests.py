@@ -48,8 +48,9 @@ def workload_of(row: Mapping[str, Any], metric: str, notes: list[str], dp: int =
     inp, out, sharegpt = (0, 0, False) if spread else _lengths(str(row["input_len"]),
                                                                 str(row["output_len"]), notes)
     n = _num_prompts(str(row["num_prompts"]), concurrency, notes, engines)
-    if metric.startswith("ttft") and concurrency is not None:
-        notes.append(f"TTFT of a closed loop: one round of {concurrency} request(s), no queueing")
+    if metric.startswith("ttft") and concurrency is not None and not str(row["num_prompts"]).isdigit():
+        notes.append(f"TTFT of a closed loop, its count not published: one round of "
+                     f"{concurrency} request(s)")
         n = concurrency
     if spread is not None:
         return WorkloadSpec(n, rate=rate, concurrency=concurrency, input_dist=spread[0],
@@ -158,6 +159,10 @@ def _num_prompts(text: str, concurrency: int | None, notes: list[str], engines: 
         return int(first_number(text)) * concurrency
     if "default" in text:
         return int(first_number(text.split("default", 1)[1]))
+    if concurrency is not None:
+        notes.append(f"num_prompts {text!r}: {MAX_ROUNDS} rounds of the {concurrency}-request "
+                     f"closed loop")
+        return MAX_ROUNDS * concurrency
     notes.append(f"num_prompts {text!r}: {LOADGEN_PROMPTS}")
     return LOADGEN_PROMPTS
 

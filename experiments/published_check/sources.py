@@ -13,13 +13,17 @@ SOURCES = (("Online Serving Measurements", "trt-v0.14-online"),
            ("8xMI300X", "mlperf-amd"), ("vllm-serving-amd", "vllm-mi300x-blog"),
            ("fp8-kvcache", "vllm-fp8kv-blog"), ("vllm-project/recipes", "vllm-recipes"),
            ("closed/RedHat", "mlperf-redhat"), ("performance-results", "amd-perf-page"),
-           ("vllm-project/vllm pull/", "vllm-prs"), ("sgl-project/sglang pull/", "sglang-prs"))
-# NOTE: each half mixes engines, GPUs, dense and MoE, offline and online rows; the 2025-26
-# sources (the last six) split 12 rows / 12 rows.
+           ("vllm-project/vllm pull/", "vllm-prs"), ("sgl-project/sglang pull/", "sglang-prs"),
+           ("vllm-project/vllm/pull/", "vllm-prs"), ("sgl-project/sglang/pull/", "sglang-prs"),
+           ("open/Krai", "mlperf-krai"), ("ai-bot-pro/achatbot", "achatbot-pr"),
+           ("inference_results_v6.", "mlperf-v6"), ("llm-d/llm-d", "llmd-docs"))
+# NOTE: each half mixes engines, GPUs, dense and MoE, offline and online rows; a source is
+# put in a half when it joins the set, before its rows are simulated.
 HALVES = {"A": ("trt-v0.17", "lmdeploy", "lmsys-ep-blog", "vllm-mi300x-blog", "mlperf-amd",
-                "vllm-fp8kv-blog", "mlperf-redhat", "amd-perf-page"),
+                "vllm-fp8kv-blog", "mlperf-redhat", "amd-perf-page", "mlperf-krai",
+                "achatbot-pr", "mlperf-v6"),
           "B": ("trt-v0.14-online", "trt-v1.0", "trt-dsr1-blog", "sglang-dsv3",
-                "mlperf-nvidia", "vllm-recipes", "vllm-prs", "sglang-prs")}
+                "mlperf-nvidia", "vllm-recipes", "vllm-prs", "sglang-prs", "llmd-docs")}
 
 
 def source_name(source: str) -> str:
