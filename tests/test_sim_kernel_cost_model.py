@@ -200,6 +200,23 @@ def test_grouped_expert_gemms_stream_weights_at_their_own_memory_efficiency():
     assert x[2] - x[1] == pytest.approx(2 * (x[1] - x[0]))
 
 
+def test_grouped_expert_gemms_compute_at_their_own_share_of_the_mamf():
+    """A 4096-token Mixtral prefill's experts are compute-bound: half the grouped GEMM's
+    compute efficiency about doubles their time; a batch-1 decode's (memory-bound) do not
+    change."""
+    m, hw = get_model_shape("mixtral-8x7b"), get_hardware("h100")
+
+    def experts(shape: BatchShape, e: float) -> float:
+        params = KernelParams(expert_compute_efficiency=e)
+        return KernelCostModel(m, hw, params=params).step_cost(shape).experts
+    prefill = BatchShape.build("EXTEND", [4096], [0], 1)
+    assert experts(prefill, 0.5) / experts(prefill, 1.0) == pytest.approx(2.0, rel=0.1)
+    decode = BatchShape.decode(np.array([512]), 1)
+    assert experts(decode, 0.5) == pytest.approx(experts(decode, 1.0))
+    with pytest.raises(ValueError, match="expert_compute_efficiency"):
+        KernelParams(expert_compute_efficiency=1.5)
+
+
 def test_a_step_stores_its_new_tokens_kv_at_the_memory_rate():
     """Llama-3-8B bf16 on H100: 64 new rows x 32 layers x 2 x 8 KV heads x 128 x 2 bytes at
     0.8 of 3.35 TB/s; an fp8 cache writes half the bytes."""

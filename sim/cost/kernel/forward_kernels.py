@@ -98,7 +98,8 @@ class ForwardKernels:
         # NOTE: one GEMM chip per weight group's dtype (`sim.model.weight_formats`)
         self._chips = {g: GemmChip(chip.num_sms, self._linear_mamf(model.module_dtype(g)),
                                    self._mem, params.kernel_latency) for g in MODULE_GROUPS}
-        self._expert_chip = GemmChip(chip.num_sms, self._linear_mamf(model.module_dtype("experts")),
+        self._expert_chip = GemmChip(chip.num_sms, params.expert_compute_efficiency
+                                     * self._linear_mamf(model.module_dtype("experts")),
                                      hardware.mem_bw * params.expert_memory_efficiency,
                                      params.kernel_latency)
         self._kv_bytes = kv_bytes_per_token_per_rank(model, self._atp)

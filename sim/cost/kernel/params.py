@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 class KernelParams:
     memory_efficiency: float = 0.8      # achieved / datasheet HBM bandwidth, streaming kernels
     expert_memory_efficiency: float = 0.62  # the same for a MoE layer's grouped expert GEMM
+    expert_compute_efficiency: float = 1.0  # grouped expert GEMM's share of the dense GEMM MAMF
     kernel_latency: float = 6e-6        # device seconds a kernel takes beyond its work
     elementwise_kernels: int = 4        # per layer: 2 RMSNorms (+residual), rotary, activation
     launch_per_kernel: float = 4e-6     # CPU seconds to launch one kernel eagerly
@@ -28,7 +29,7 @@ class KernelParams:
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not math.isfinite(value) or value < 0:
                 raise ValueError(f"KernelParams.{f.name} must be a finite number >= 0, got {value!r}")
-        for name in ("memory_efficiency", "expert_memory_efficiency"):
+        for name in ("memory_efficiency", "expert_memory_efficiency", "expert_compute_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"KernelParams.{name} must be in (0, 1], "
                                  f"got {getattr(self, name)!r}")
@@ -51,6 +52,9 @@ SOURCES = {
                                  "reaches 2,064 GB/s on H800 (3,350 GB/s datasheet): 0.62 "
                                  "(deepseek-ai/DeepGEMM README, 'Grouped GEMMs for MoE models "
                                  "(masked layout)')"),
+    "expert_compute_efficiency": ("assumption: 1.0, a MoE layer's grouped expert GEMM reaches "
+                                  "the dense GEMM's MAMF (the chip's measured rate) per tile; "
+                                  "its tiles and waves are priced by gemm_time"),
     "elementwise_kernels": "SGLang's Llama layer: fused add+RMSNorm twice, rotary, SiLU-and-mul",
     "launch_per_kernel": "assumption: a CUDA kernel launch costs the CPU ~4 us",
     "graph_replay": "assumption: replaying a captured CUDA graph costs the CPU ~15 us",
