@@ -23,6 +23,12 @@ ROW = {"id": "r1", "source": TRT, "model": "meta-llama/Llama-3.1-70B",
        "caveat": ""}
 
 
+ROW_COLUMNS = ("id", "source", "engine", "engine_version", "model", "precision", "gpu",
+               "num_gpus", "tp", "dp", "ep", "workload", "input_len", "output_len",
+               "num_prompts", "request_rate_or_concurrency", "metric", "value", "unit",
+               "confidence", "caveat")
+
+
 def test_a_fixed_length_throughput_row_becomes_its_run():
     """Model, hardware, TP, dtypes, lengths, count and metric are read from the row."""
     spec = express(ROW)
@@ -428,3 +434,22 @@ def test_a_closed_loop_ttft_counts_from_when_the_client_sent_the_request():
     assert closed_loop_ttft(runs, 2, "ttft_mean") == pytest.approx((1 + 1 + 1 + 1.5) / 4)
     assert closed_loop_ttft(runs, 2, "ttft_p50") == pytest.approx(1.0)
     assert closed_loop_ttft(runs, 4, "ttft_mean") == pytest.approx((1 + 1 + 11 + 12) / 4)
+
+
+def test_the_added_2025_26_rows_have_the_sets_columns_unique_ids_and_named_sources():
+    """experiments/published_check/data/runs_2025_26.csv: the calibration set's columns, ids
+    unique, every value a number, every source a short name in one half (not the fallback),
+    every engine vLLM V1 or SGLang 0.5 (the '2025-26 engines' group)."""
+    import pandas as pd
+
+    from experiments.published_check.__main__ import ADDED_CSV
+    from experiments.published_check.express import is_2025_engine
+    from experiments.published_check.sources import HALVES
+
+    table = pd.read_csv(ADDED_CSV, dtype=str, keep_default_na=False)
+    assert list(table.columns) == list(ROW_COLUMNS)
+    assert table["id"].is_unique and len(table) >= 40
+    assert pd.to_numeric(table["value"].str.replace(",", ""), errors="coerce").notna().all()
+    named = set(HALVES["A"] + HALVES["B"])
+    assert all(source_name(s) in named for s in table["source"])
+    assert all(is_2025_engine(row) for row in table.to_dict("records"))
