@@ -58,13 +58,14 @@ class ModelError:
 
 _MEASURED = "2026-12-05 at commit 84c76df, Intel Xeon 2-core host"
 _KINDS_MEASURED = "2026-12-05, main after 1288807 (the kind lines), Intel Xeon 2-core host"
-_KERNEL_MEASURED = ("2026-12-06 at commit fdbc6dc, the 82-row set (24 rows of 2025-26 vLLM V1 "
-                    "and SGLang 0.5 runs added), Intel Xeon 2-core host")
+_KERNEL_MEASURED = ("2026-12-06, main after d126ad5 with expert_compute_efficiency 0.7, the "
+                    "103-row set (the team's 58 and the 45 2025-26 rows of "
+                    "experiments/published_check/data), Intel Xeon 2-core host")
 MODEL_ERRORS = MappingProxyType({
-    "kernel": ModelError("kernel", 12.1, 3.2, 78, 82, provenance=_KERNEL_MEASURED,
-                         kinds=(("online dense", 15.2, 2.4, 6), ("online MoE", 138.9, 138.9, 3),
-                                ("offline dense", 9.7, -4.2, 29), ("offline MoE", 16.4, 14.8, 21),
-                                ("dense", 10.3, 0.1, 45), ("MoE", 19.0, 14.8, 33))),
+    "kernel": ModelError("kernel", 11.4, 3.3, 85, 103, provenance=_KERNEL_MEASURED,
+                         kinds=(("online dense", 15.2, 2.4, 6), ("online MoE", 85.7, -55.5, 4),
+                                ("offline dense", 10.1, 4.1, 36), ("offline MoE", 10.8, 3.7, 21),
+                                ("dense", 10.2, 2.8, 50), ("MoE", 31.3, 3.7, 35))),
     "roofline": ModelError("roofline", 17.2, -9.3, 42, 58,   # NOTE: the first 58 rows
                            command=f"{COMMAND} --cost-model roofline",
                            provenance=f"{_MEASURED}; {_KINDS_MEASURED}",
