@@ -453,3 +453,15 @@ def test_the_added_2025_26_rows_have_the_sets_columns_unique_ids_and_named_sourc
     named = set(HALVES["A"] + HALVES["B"])
     assert all(source_name(s) in named for s in table["source"])
     assert all(is_2025_engine(row) for row in table.to_dict("records"))
+
+
+@pytest.mark.parametrize("engine, flag", [("vllm", "--gpu-memory-utilization 0.85"),
+                                          ("sglang", "--mem-fraction-static 0.85")])
+def test_a_rows_memory_flag_sets_its_engines_share_of_the_gpu(engine, flag):
+    """vLLM's --gpu-memory-utilization and SGLang's --mem-fraction-static become the
+    profile's memory_fraction; a row without one keeps the profile's default."""
+    row = {**ROW, "engine": engine, "engine_version": "0.10.1", "workload": f"serve {flag}"}
+    profile = express(row).sim_args["engine_profile"]
+    assert profile.memory_fraction == 0.85
+    plain = express({**row, "workload": "serve"}).sim_args["engine_profile"]
+    assert getattr(plain, "memory_fraction", None) != 0.85

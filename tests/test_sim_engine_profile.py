@@ -39,7 +39,7 @@ def test_an_unknown_profile_is_refused_naming_the_known_ones():
                                           ("guaranteed_no_evict", "yes"), ("fp8_attention", 1),
                                           ("fp4_moe_gather", "no"), ("swa_full_tokens_ratio", 0.0),
                                           ("swa_full_tokens_ratio", 1.5), ("kv_free_fraction", -0.1),
-                                          ("kv_free_fraction", True)])
+                                          ("kv_free_fraction", True), ("memory_fraction", 0.0)])
 def test_a_bad_profile_field_is_refused_by_name(field, value):
     """Negative or non-finite CPU seconds, fewer than one scheduler step, a non-bool overlap."""
     kwargs = {"name": "x", "cpu_per_step": 0.0, "cpu_per_request": 0.0, "overlap": False,
@@ -92,7 +92,7 @@ def test_every_profile_number_and_schedule_names_its_source(name):
     fields = ["cpu_per_step", "cpu_per_request", "overlap"]
     fields += ["batch_defaults", "token_budget"] if name == "vllm-v1" else []
     fields += [f for f in ("guaranteed_no_evict", "fp8_attention", "fp4_moe_gather",
-                           "swa_full_tokens_ratio", "kv_free_fraction")
+                           "swa_full_tokens_ratio", "kv_free_fraction", "memory_fraction")
                if getattr(ENGINE_PROFILES[name], f)]
     assert all(SOURCES.get(f"{name}.{field}") for field in fields)
 
@@ -177,3 +177,19 @@ def test_tensorrt_llm_sizes_its_pool_from_the_memory_the_weights_leave():
     assert ratio > 1.1
     roomier = ENGINE_PROFILES["trt-llm"].with_kv_free_fraction(0.95)
     assert capacity(roomier) / capacity("trt-llm") == pytest.approx(0.95 / 0.9, rel=1e-4)
+
+
+def test_a_runs_memory_fraction_sizes_the_pool_from_that_share_of_the_gpu():
+    """vLLM's --gpu-memory-utilization 0.85 leaves Llama-3-8B on one H100 (0.85 C - W) /
+    (0.9 C - W) of the default 0.9's KV tokens; 0.9 is the simulator's default reserve."""
+    from sim.model.parallelism import weight_bytes_per_gpu
+
+    def capacity(profile) -> int:
+        return build_simulation(model="llama-3-8b", hardware="h100", engine_profile=profile,
+                                cost_model="roofline").scheduler.config.max_total_tokens
+    c = get_hardware("h100").mem_capacity
+    w = weight_bytes_per_gpu(get_model_shape("llama-3-8b"), 1, 1, 1)
+    tighter = ENGINE_PROFILES["vllm-v1"].with_memory_fraction(0.85)
+    assert capacity(tighter) / capacity("vllm-v1") == pytest.approx((0.85 * c - w) / (0.9 * c - w),
+                                                                    rel=1e-4)
+    assert capacity("vllm-v1") == capacity("sglang")

@@ -18,6 +18,8 @@ SCHEDULER_STEPS = re.compile(r"(?:num[-_]scheduler[-_]steps?|multi-step scheduli
 MAX_NUM_SEQS = re.compile(r"--max-num-seqs[ =](\d+)")
 MAX_BATCHED_TOKENS = re.compile(r"--max-num-batched-tokens[ =](\d+)")
 MAX_NUM_TOKENS = re.compile(r"max_num_tokens[ =:]*(\d+)")
+MEMORY_FRACTION = re.compile(r"(?:gpu[-_]memory[-_]utilization|mem[-_]fraction[-_]static)"
+                             r"[ =:]*(0?\.\d+|1\.0*)")
 KV_FREE_FRACTION = re.compile(r"(?:kv_cache_free_gpu_mem(?:ory)?_fraction|free_gpu_memory_fraction)"
                               r"[ =:]*(0?\.\d+|1\.0*)")
 VERSION = re.compile(r"(?<![\d.])v?(\d+)\.(\d+)")
@@ -40,12 +42,27 @@ def engine_args(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str,
         return {"engine_profile": _trt_profile(row, notes),
                 **_trt_limits(row, notes, sim_args, workload)}
     if name == "sglang":
-        return {"engine_profile": name, **_sglang_flags(row, notes)}
+        return {"engine_profile": _memory(name, row, notes), **_sglang_flags(row, notes)}
     if name != "vllm":
         return {"engine_profile": name}
     if is_vllm_v1(row):
-        return _vllm_v1(row, notes, sim_args)
-    return {"engine_profile": _vllm_profile(row, notes), **_vllm_limits(row, notes)}
+        args = _vllm_v1(row, notes, sim_args)
+        return {**args, "engine_profile": _memory(args["engine_profile"], row, notes)}
+    return {"engine_profile": _memory(_vllm_profile(row, notes), row, notes),
+            **_vllm_limits(row, notes)}
+
+
+def _memory(profile, row: Mapping[str, Any], notes: list[str]):
+    """`profile` with the share of GPU memory for weights and KV that the row's
+    --gpu-memory-utilization (vLLM) or --mem-fraction-static (SGLang) sets, as it is when
+    the row sets none."""
+    from sim.cost.engine_profile import get_engine_profile
+
+    match = MEMORY_FRACTION.search(str(row.get("workload", "")))
+    if match is None:
+        return profile
+    notes.append(f"weights and KV within {match.group(1)} of the GPU (the run's flag)")
+    return get_engine_profile(profile).with_memory_fraction(float(match.group(1)))
 
 
 def is_vllm_v1(row: Mapping[str, Any]) -> bool:

@@ -29,6 +29,9 @@ it, the schedule it runs by default, and the kernel choices its published runs d
   (TensorRT-LLM's `free_gpu_memory_fraction`), instead of the capacity less a fixed share of
   the whole GPU less the weights (SGLang's `mem_fraction_static` and vLLM's
   `gpu_memory_utilization` are fractions of the whole GPU). None: the latter.
+- `memory_fraction`: the weights and the KV pool together take this share of the GPU's
+  memory (vLLM's `--gpu-memory-utilization`, SGLang's `--mem-fraction-static`); None: the
+  simulator's default reserve (`sim.model.kv_capacity.DEFAULT_RESERVE_FRACTION`).
 - `version`: the engine release the profile models (a run's trace header names it): vLLM's
   V0 engine (0.6, `vllm`) and its V1 engine (0.8 on, `vllm-v1`: a persistent batch and a
   scheduler of SGLang's design, every step a token budget that the running decodes and a
@@ -65,6 +68,7 @@ class EngineProfile:
     token_budget: bool = False     # vLLM V1: one token budget per step (`schedule_defaults`)
     swa_full_tokens_ratio: float | None = None   # sliding layers' KV tokens per full layer's
     kv_free_fraction: float | None = None   # KV pool: this share of the memory the weights leave
+    memory_fraction: float | None = None    # weights + KV pool: this share of the GPU's memory
 
     def __post_init__(self) -> None:
         for name in ("cpu_per_step", "cpu_per_request"):
@@ -77,7 +81,7 @@ class EngineProfile:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"EngineProfile.{name} must be a bool, "
                                  f"got {getattr(self, name)!r}")
-        for name in ("swa_full_tokens_ratio", "kv_free_fraction"):
+        for name in ("swa_full_tokens_ratio", "kv_free_fraction", "memory_fraction"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not 0 < value <= 1):
@@ -118,6 +122,11 @@ class EngineProfile:
         `kv_cache_free_gpu_mem_fraction`)."""
         return dataclasses.replace(self, kv_free_fraction=fraction)
 
+    def with_memory_fraction(self, fraction: float) -> EngineProfile:
+        """This profile with weights and KV pool `fraction` of the GPU (a run's
+        --gpu-memory-utilization or --mem-fraction-static)."""
+        return dataclasses.replace(self, memory_fraction=fraction)
+
     def with_overlap(self) -> EngineProfile:
         """This profile with the CPU of a step hidden under the device (vLLM V1's
         `--async-scheduling`)."""
@@ -126,9 +135,10 @@ class EngineProfile:
 
 ENGINE_PROFILES = MappingProxyType({
     "sglang": EngineProfile("sglang", 60e-6, 3e-6, overlap=True, swa_full_tokens_ratio=0.8),
-    "vllm": EngineProfile("vllm", 0.5e-3, 14e-6, overlap=False, version="0.6 (V0 engine)"),
+    "vllm": EngineProfile("vllm", 0.5e-3, 14e-6, overlap=False, version="0.6 (V0 engine)",
+                          memory_fraction=0.9),
     "vllm-v1": EngineProfile("vllm-v1", 60e-6, 3e-6, overlap=False, version="0.8+ (V1 engine)",
-                             token_budget=True),
+                             token_budget=True, memory_fraction=0.9),
     "trt-llm": EngineProfile("trt-llm", 60e-6, 3e-6, overlap=True, guaranteed_no_evict=True,
                              fp8_attention=True, fp4_moe_gather=True, kv_free_fraction=0.9),
     "lmdeploy": EngineProfile("lmdeploy", 60e-6, 1e-6, overlap=False),
@@ -170,6 +180,11 @@ SOURCES = {
                              "serving ShareGPT, at vLLM's default max_num_seqs of 256 running "
                              "requests: (4 ms - 0.5 ms) / 256 = 14 us"),
     "vllm.cpu_per_step": "assumption: 0.5 ms of the RFC's 4 ms bubble is per pass",
+    "vllm.memory_fraction": ("0.9, EngineArgs.gpu_memory_utilization's default (vllm/engine/"
+                             "arg_utils.py; CacheConfig): weights, activations and the KV cache "
+                             "within 90% of the GPU (the profiled activation peak, a few GB, is "
+                             "not subtracted here); a run's --gpu-memory-utilization replaces it"),
+    "vllm-v1.memory_fraction": "as vllm.memory_fraction (the same flag and default in V1)",
     "vllm.scheduler_steps": ("1, vLLM's default; a run's --num-scheduler-steps sets it "
                              "(EngineProfile.with_scheduler_steps)"),
     "vllm-v1.overlap": ("off: V1 schedules step N + 1 after step N's outputs unless "

@@ -19,7 +19,8 @@ def kv_capacity_tokens(model_shape: ModelShape, hardware: Hardware, tp: int = 1,
                        reserve_fraction: float = DEFAULT_RESERVE_FRACTION, ep_size: int = 1,
                        attention_dp: int = 1, extra_weight_bytes: float = 0.0,
                        swa_full_tokens_ratio: float | None = None,
-                       kv_free_fraction: float | None = None) -> int:
+                       kv_free_fraction: float | None = None,
+                       memory_fraction: float | None = None) -> int:
     """KV tokens the engine can hold. A real run's `max_total_tokens`, when given, always
     wins. Else per rank: (capacity * (1 - reserve_fraction) - weights per GPU) / KV bytes per
     token per rank, i.e. (capacity * tp - weights - reserve) / KV bytes per token when tp
@@ -34,6 +35,8 @@ def kv_capacity_tokens(model_shape: ModelShape, hardware: Hardware, tp: int = 1,
     token counted; None: every layer holds every token. `kv_free_fraction` (TensorRT-LLM's):
     the pool is that share of the memory the weights leave, instead of what
     `reserve_fraction` of the whole GPU and the weights leave.
+    `memory_fraction` (vLLM's --gpu-memory-utilization, SGLang's --mem-fraction-static): the
+    weights and the pool take that share of the GPU, i.e. reserve_fraction = 1 - it.
     NOTE: under kv_free_fraction the engine's activations are not subtracted first (TensorRT
     measures free memory after allocating them: a few GB, so this over-counts a little)."""
     if max_total_tokens is not None:
@@ -46,7 +49,9 @@ def kv_capacity_tokens(model_shape: ModelShape, hardware: Hardware, tp: int = 1,
     if not 0 <= reserve_fraction < 1:
         raise ValueError(f"reserve_fraction must be in [0, 1), got {reserve_fraction!r}")
     weights = weight_bytes_per_gpu(model_shape, tp, ep_size, attention_dp) + extra_weight_bytes
-    free = (hardware.mem_capacity * (1 - reserve_fraction) - weights if kv_free_fraction is None
+    usable = hardware.mem_capacity * (1 - reserve_fraction if memory_fraction is None
+                                      else memory_fraction)
+    free = (usable - weights if kv_free_fraction is None
             else kv_free_fraction * (hardware.mem_capacity - weights))
     per_rank = kv_bytes_per_token_per_rank(model_shape, tp // attention_dp)
     if swa_full_tokens_ratio is not None and model_shape.sliding_layers:
@@ -58,5 +63,5 @@ def kv_capacity_tokens(model_shape: ModelShape, hardware: Hardware, tp: int = 1,
         raise ValueError(
             f"{model_shape.name} ({model_shape.weight_dtype}) does not fit on {tp}x {hardware.key}: "
             f"{weights / 1e9:.1f} GB of weights per rank vs "
-            f"{hardware.mem_capacity * (1 - reserve_fraction) / 1e9:.1f} GB usable")
+            f"{usable / 1e9:.1f} GB usable")
     return tokens

@@ -90,7 +90,8 @@ def build_simulation(deployment: Deployment | None = None, *, seed: int = 0,
                                   attention_dp=attention_dp,
                                   extra_weight_bytes=ep_options.replicated_weight_bytes(shape, d.tp),
                                   swa_full_tokens_ratio=profile.swa_full_tokens_ratio,
-                                  kv_free_fraction=profile.kv_free_fraction)
+                                  kv_free_fraction=profile.kv_free_fraction,
+                                  memory_fraction=profile.memory_fraction)
     if attention_dp > 1:
         engine = dp_attention_running_cap(engine, capacity, info.context_length, attention_dp)
     executor = {"kind": "sim", "hardware": hw.key, "tp": d.tp,
