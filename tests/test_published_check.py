@@ -465,3 +465,19 @@ def test_a_rows_memory_flag_sets_its_engines_share_of_the_gpu(engine, flag):
     assert profile.memory_fraction == 0.85
     plain = express({**row, "workload": "serve"}).sim_args["engine_profile"]
     assert getattr(plain, "memory_fraction", None) != 0.85
+
+
+def test_a_dataset_rows_own_mean_output_recentres_the_datasets_outputs():
+    """An MLPerf row whose output cell gives the run's mean ('derived mean=129.0 (...)')
+    draws outputs with that mean and the dataset's log spread, not the dataset reference's
+    mean; the input lengths stay the dataset's; notes after the dataset name are ignored."""
+    row = {**ROW, "model": "meta-llama/Llama-3.1-8B", "tp": "1",
+           "input_len": "dataset:cnn-dailymail (per-sample table)",
+           "output_len": "derived mean=129.0 (5103.99 / 39.56)", "num_prompts": "1000"}
+    w = express(row).workload
+    out, inp = w.output_dist, w.input_dist
+    assert out.median * math.exp(out.sigma ** 2 / 2) == pytest.approx(129.0)
+    assert out.sigma == pytest.approx(0.372)
+    assert inp.median * math.exp(inp.sigma ** 2 / 2) == pytest.approx(870.73)
+    reference = express({**row, "output_len": "dataset"}).workload.output_dist
+    assert reference.median * math.exp(reference.sigma ** 2 / 2) == pytest.approx(81.63)

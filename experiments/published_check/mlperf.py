@@ -127,8 +127,9 @@ LAYOUTS = {
 
 
 def dataset_lengths(input_len: str) -> DatasetLengths | None:
-    """The summary of a `dataset:<name>` input-length cell, None for other cells."""
-    return DATASETS.get(input_len.strip())
+    """The summary of a `dataset:<name> (notes)` input-length cell, None for other cells."""
+    words = input_len.split()
+    return DATASETS.get(words[0]) if words else None
 
 
 def submitter_layout(source: str, model: str, arrivals: str) -> SubmitterLayout | None:

@@ -7,6 +7,7 @@ own shapes. A cell it cannot read raises `Refused` with the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ DECODE_OUTPUT_LEN = 200
 # rows peaks at 4.5 GB; a worker of the whole check at 10.5 GB).
 LOADGEN_PROMPTS = 48000
 MAX_ROUNDS = 4   # closed-loop rounds simulated at most (the trace's memory)
+RUN_MEAN = re.compile(r"\bmean=([\d.]+)")   # an output cell's published or derived run mean
 SPREAD = re.compile(r"(?:\+-|±|\+/-)\s*(\d+)\s*%")   # a length cell's stated spread
 
 
@@ -122,11 +124,16 @@ def _dataset_workload(row: Mapping[str, Any], rate: float, concurrency: int | No
     if lengths is None:
         return None
     n = _num_prompts(str(row["num_prompts"]), concurrency, notes, engines)
-    notes.append(f"{row['input_len']} lengths: lognormal with the dataset's mean and log "
-                 f"spread ({lengths.samples} samples; {lengths.source})")
+    name = str(row["input_len"]).split()[0]
+    notes.append(f"{name} lengths: lognormal with the dataset's mean and log spread "
+                 f"({lengths.samples} samples; {lengths.source})")
+    output = lengths.output
+    run_mean = RUN_MEAN.search(str(row["output_len"]))
+    if run_mean is not None:   # the run's own mean output (generated, not the reference's)
+        output = dataclasses.replace(output, mean=float(run_mean.group(1)))
+        notes.append(f"outputs: the run's mean {output.mean:g} tokens, the dataset's log spread")
     return WorkloadSpec(n, rate=rate, concurrency=concurrency,
-                        input_dist=lengths.input.lognormal(),
-                        output_dist=lengths.output.lognormal())
+                        input_dist=lengths.input.lognormal(), output_dist=output.lognormal())
 
 
 def _lengths(inp: str, out: str, notes: list[str]) -> tuple[int, int, bool]:
