@@ -481,3 +481,24 @@ def test_a_dataset_rows_own_mean_output_recentres_the_datasets_outputs():
     assert inp.median * math.exp(inp.sigma ** 2 / 2) == pytest.approx(870.73)
     reference = express({**row, "output_len": "dataset"}).workload.output_dist
     assert reference.median * math.exp(reference.sigma ** 2 / 2) == pytest.approx(81.63)
+
+
+def test_a_config_files_flags_and_a_long_prompt_dataset_are_read():
+    """A vLLM V1 row's flags written as a YAML config writes them (max_num_seqs 1792,
+    max_num_batched_tokens 65536, async_scheduling) set the cap, the budget and overlap; an
+    MLPerf gpt-oss row runs at most DATASET_PROMPT_TOKENS of its set's prompts per engine."""
+    from experiments.published_check.requests import DATASET_PROMPT_TOKENS
+
+    row = {**ROW, "engine": "vllm", "engine_version": "0.14.1", "model": "openai/gpt-oss-120b",
+           "precision": "mxfp4", "gpu": "MI355X-288GB", "num_gpus": "8", "tp": "1", "dp": "8",
+           "workload": "AMD harness: max_num_batched_tokens 65536, max_num_seqs 1792, "
+                       "async_scheduling, gpu_memory_utilization 0.96",
+           "input_len": "dataset:mlperf-gpt-oss-120b (perf_eval_ref, 6396 samples)",
+           "output_len": "derived mean=1373.5 (95004 / 69.1714)", "num_prompts": "185484"}
+    spec = express(row)
+    args = spec.sim_args
+    assert (args["max_running_requests"], args["chunked_prefill_size"]) == (1792, 65536)
+    assert args["engine_profile"].overlap and args["engine_profile"].memory_fraction == 0.96
+    assert spec.workload.num_prompts == int(DATASET_PROMPT_TOKENS // 5010.64) < 185484 // 8
+    out = spec.workload.output_dist
+    assert out.median * math.exp(out.sigma ** 2 / 2) == pytest.approx(1373.5)

@@ -15,8 +15,10 @@ from typing import Any
 ENGINES = (("tensorrt-llm", "trt-llm"), ("sglang", "sglang"), ("lmdeploy", "lmdeploy"),
            ("vllm", "vllm"))
 SCHEDULER_STEPS = re.compile(r"(?:num[-_]scheduler[-_]steps?|multi-step scheduling)[ =]*(\d+)")
-MAX_NUM_SEQS = re.compile(r"--max-num-seqs[ =](\d+)")
-MAX_BATCHED_TOKENS = re.compile(r"--max-num-batched-tokens[ =](\d+)")
+# NOTE: the flag as a command line writes it or as a YAML/kwargs config does (max_num_seqs: 1792)
+MAX_NUM_SEQS = re.compile(r"max[-_]num[-_]seqs[ =:]+(\d+)")
+MAX_BATCHED_TOKENS = re.compile(r"max[-_]num[-_]batched[-_]tokens[ =:]+(\d+)")
+ASYNC_SCHEDULING = re.compile(r"async[-_]scheduling(?![ =:]+(?:false|0)\b)", re.I)
 MAX_NUM_TOKENS = re.compile(r"max_num_tokens[ =:]*(\d+)")
 MEMORY_FRACTION = re.compile(r"(?:gpu[-_]memory[-_]utilization|mem[-_]fraction[-_]static)"
                              r"[ =:]*(0?\.\d+|1\.0*)")
@@ -92,7 +94,7 @@ def _vllm_v1(row: Mapping[str, Any], notes: list[str], sim_args: Mapping[str, An
     budget = int(given_tokens.group(1)) if given_tokens else budget
     seqs = int(given_seqs.group(1)) if given_seqs else seqs
     profile = get_engine_profile("vllm-v1")
-    if "--async-scheduling" in text:
+    if ASYNC_SCHEDULING.search(text):
         profile = profile.with_overlap()
     notes.append(f"vLLM V1: a {budget}-token budget per step shared by decodes and a prefill "
                  f"chunk, up to {seqs} running{', async scheduling' if profile.overlap else ''}")

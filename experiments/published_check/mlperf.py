@@ -29,6 +29,15 @@ _NVIDIA = ("mlcommons inference_results_v5.1 closed/NVIDIA/configs/B200-SXM-180G
 _AMD = ("mlcommons inference_results_v5.1 closed/AMD/code/mixtral-8x7b/harness_llm/models/"
         "mixtral-8x7b/{}_mi325x.yaml (read from the mirror ntuhpc/inference_results_v5.1 "
         "@ a634ab77; the MI300X run assumed to use it, as the row's caveat says)")
+# NOTE: the gpt-oss set's table has input lengths only; its outputs are the model's own
+# (reasoning effort low), so a run's output cell gives its measured mean (requests.py).
+_GPT_OSS = ("inputs: openshift-psap/performance-dashboard datasets/summaries/gpt-oss.csv @ "
+            "71007029 (6396 samples' input_length); outputs: mean 1278.20, mlcommons/inference "
+            "compliance/TEST09/gpt-oss-120b/audit.config @ b66003e1 ('reference mean-OSL'); log "
+            "spread 0.205 and max 3789: the nine MLPerf v6.0/v6.1 runs' TEST09 "
+            "verify_output_len.txt (cv 0.203-0.211 of the 6396 outputs, max 2628-3789), "
+            "moment-matched to a lognormal: an estimate (experiments/published_check/data/"
+            "gptoss_mlperf_facts.md)")
 _AMD_QPS = ("closed/AMD/code/mixtral-8x7b/user_mi300x.conf (same mirror): "
             "mixtral-8x7b.Server.target_qps = 335")
 
@@ -67,6 +76,9 @@ DATASETS = {
     "dataset:mlperf-llama3.1-405b": DatasetLengths(
         8313, LengthSummary(9428.64, 0.558, 19988), LengthSummary(684.68, 0.583, 1830),
         _LENGTHS.format("llama3-1-405b.csv")),
+    "dataset:mlperf-gpt-oss-120b": DatasetLengths(
+        6396, LengthSummary(5010.64, 0.4455, 15330), LengthSummary(1278.20, 0.205, 3789),
+        _GPT_OSS),
     "dataset:mlperf-deepseek-r1": DatasetLengths(
         4388, LengthSummary(803.79, 0.868, 3140), LengthSummary(4043.45, 1.038, 32768),
         _LENGTHS.format("deepseek-r1.csv")),

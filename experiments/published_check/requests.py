@@ -27,6 +27,9 @@ DECODE_OUTPUT_LEN = 200
 # them; 48,000 per engine is what this machine's memory runs (one process running the three
 # rows peaks at 4.5 GB; a worker of the whole check at 10.5 GB).
 LOADGEN_PROMPTS = 48000
+# NOTE: prompt tokens one dataset run holds at most: 48,000 CNN-DailyMail samples' (the largest
+# run above, 10.5 GB in a worker); longer prompts run fewer samples (gpt-oss: 8,382).
+DATASET_PROMPT_TOKENS = 42e6
 MAX_ROUNDS = 4   # closed-loop rounds simulated at most (the trace's memory)
 RUN_MEAN = re.compile(r"\bmean=([\d.]+)")   # an output cell's published or derived run mean
 SPREAD = re.compile(r"(?:\+-|±|\+/-)\s*(\d+)\s*%")   # a length cell's stated spread
@@ -125,6 +128,12 @@ def _dataset_workload(row: Mapping[str, Any], rate: float, concurrency: int | No
         return None
     n = _num_prompts(str(row["num_prompts"]), concurrency, notes, engines)
     name = str(row["input_len"]).split()[0]
+    most = int(DATASET_PROMPT_TOKENS // lengths.input.mean)
+    if n > most:
+        notes.append(f"{most} of the engine's {n} samples simulated (their prompts' "
+                     f"{DATASET_PROMPT_TOKENS / 1e6:.0f}M tokens are what this machine's memory "
+                     f"runs; the rest repeat the steady state)")
+        n = most
     notes.append(f"{name} lengths: lognormal with the dataset's mean and log spread "
                  f"({lengths.samples} samples; {lengths.source})")
     output = lengths.output
