@@ -18,7 +18,14 @@ from exec.models.model_config import UnsupportedModelError
 from exec.runner.model_runner import TorchModelRunner
 from shared import EngineConfig, ModelInfo, Req, SamplingParams, Scheduler
 from tests.scripted_runner import drive
-from tests.test_exec_moe import BATCHED, GREEDY, PROMPTS, SYSTEM, SampledLogits
+from tests.test_exec_moe import (
+    BATCHED,
+    GREEDY,
+    PROMPTS,
+    SYSTEM,
+    SampledLogits,
+    check_batched_parity,
+)
 from tests.tiny_models import hf_logits
 
 # Prompts of 11-13 tokens in 6-token chunks on 4-token pages, so the sliding layer's 6-token
@@ -41,16 +48,7 @@ def test_gpt_oss_logits_and_greedy_tokens_match_transformers_across_window_pages
     """Every greedy token is transformers' (float64) argmax, and every sampled row's fp32
     logits are within 1e-4 of its, while prompts and outputs run far past the window."""
     engine, outs, logits, reference = batched_run
-    worst = 0.0
-    for prompt, out in zip(PROMPTS, outs, strict=True):
-        ref = hf_logits(reference, prompt + out.token_ids)[len(prompt) - 1: -1]   # [16, V]
-        assert out.token_ids == ref.argmax(-1).tolist()
-        worst = max(worst, (logits[out.rid] - ref).abs().max().item())
-    print(f"gpt_oss: max |logit - transformers| = {worst:.2e}")
-    assert worst <= 1e-4
-    assert all(o.meta["cached_tokens"] >= len(SYSTEM) - BATCHED["page_size"] for o in outs[:4])
-    assert {"MIXED", "DECODE"} <= {s.forward_mode for s in engine.trace.steps}
-    assert any(-1 in s.next_token_ids for s in engine.trace.steps)   # a chunked prefill ran
+    check_batched_parity("gpt_oss", engine, outs, logits, reference)
     engine.scheduler.mem.check_idle()
 
 

@@ -16,7 +16,14 @@ from exec.memory.kv_pool import LatentKVPool
 from exec.models.deepseek_v3 import DeepseekMoE
 from exec.models.model_config import UnsupportedModelError
 from experiments.dev.tiny_models import DEEPSEEK_V3
-from tests.test_exec_moe import BATCHED, GREEDY, PROMPTS, SYSTEM, SampledLogits
+from tests.test_exec_moe import (
+    BATCHED,
+    GREEDY,
+    PROMPTS,
+    SYSTEM,
+    SampledLogits,
+    check_batched_parity,
+)
 from tests.tiny_models import COMMON, hf_logits
 
 ARCH = "deepseek_v3"
@@ -37,17 +44,8 @@ def test_mla_logits_and_greedy_tokens_match_transformers(tiny_checkpoint, batche
     """A packed, prefix-cached, chunked, mixed batch: HF's greedy tokens, fp32 logits within
     1e-4 of HF's in float64."""
     engine, outs, logits = batched_run
-    hf = copy.deepcopy(tiny_checkpoint(ARCH)[1]).double()
-    worst = 0.0
-    for prompt, out in zip(PROMPTS, outs, strict=True):
-        ref = hf_logits(hf, prompt + out.token_ids)[len(prompt) - 1 : -1]   # [16, V]
-        assert out.token_ids == ref.argmax(-1).tolist()
-        worst = max(worst, (logits[out.rid] - ref).abs().max().item())
-    print(f"{ARCH}: max |logit - transformers| = {worst:.2e}")
-    assert worst <= 1e-4
-    assert all(o.meta["cached_tokens"] >= len(SYSTEM) - BATCHED["page_size"] for o in outs[:4])
-    assert {"MIXED", "DECODE"} <= {s.forward_mode for s in engine.trace.steps}
-    assert any(-1 in s.next_token_ids for s in engine.trace.steps)   # a chunked prefill ran
+    check_batched_parity(ARCH, engine, outs, logits,
+                         copy.deepcopy(tiny_checkpoint(ARCH)[1]).double())
 
 
 def test_mla_batches_give_each_request_its_tokens_alone(tiny_checkpoint, batched_run):

@@ -52,6 +52,23 @@ class SampledLogits:
         return {rid: torch.stack(r) for rid, r in rows.items()}
 
 
+def check_batched_parity(name: str, engine: Engine, outs, logits: dict[str, torch.Tensor],
+                         reference) -> None:
+    """The batched run of PROMPTS against `reference` (transformers in float64): each greedy
+    token its argmax, each sampled row's fp32 logits within 1e-4; the prompts after SYSTEM
+    hit the prefix cache, and the run mixed chunks, decoded and chunked a prefill."""
+    worst = 0.0
+    for prompt, out in zip(PROMPTS, outs, strict=True):
+        ref = hf_logits(reference, prompt + out.token_ids)[len(prompt) - 1 : -1]   # [16, V]
+        assert out.token_ids == ref.argmax(-1).tolist()
+        worst = max(worst, (logits[out.rid] - ref).abs().max().item())
+    print(f"{name}: max |logit - transformers| = {worst:.2e}")
+    assert worst <= 1e-4
+    assert all(o.meta["cached_tokens"] >= len(SYSTEM) - BATCHED["page_size"] for o in outs[:4])
+    assert {"MIXED", "DECODE"} <= {s.forward_mode for s in engine.trace.steps}
+    assert any(-1 in s.next_token_ids for s in engine.trace.steps)   # a chunked prefill ran
+
+
 @pytest.fixture(scope="module", params=ARCHS)
 def batched_run(request, tiny_checkpoint):
     """(arch, engine, outputs, logits by rid) of PROMPTS served together after a request that
@@ -68,17 +85,8 @@ def test_moe_logits_and_greedy_tokens_match_transformers(tiny_checkpoint, batche
     """A packed, prefix-cached, chunked, mixed batch: HF's greedy tokens, fp32 logits within
     1e-4 of HF's in float64 (the reference, as tests/test_exec_parity.py)."""
     arch, engine, outs, logits = batched_run
-    hf = copy.deepcopy(tiny_checkpoint(arch)[1]).double()
-    worst = 0.0
-    for prompt, out in zip(PROMPTS, outs, strict=True):
-        ref = hf_logits(hf, prompt + out.token_ids)[len(prompt) - 1 : -1]   # [16, V]
-        assert out.token_ids == ref.argmax(-1).tolist()
-        worst = max(worst, (logits[out.rid] - ref).abs().max().item())
-    print(f"{arch}: max |logit - transformers| = {worst:.2e}")
-    assert worst <= 1e-4
-    assert all(o.meta["cached_tokens"] >= len(SYSTEM) - BATCHED["page_size"] for o in outs[:4])
-    assert {"MIXED", "DECODE"} <= {s.forward_mode for s in engine.trace.steps}
-    assert any(-1 in s.next_token_ids for s in engine.trace.steps)   # a chunked prefill ran
+    check_batched_parity(arch, engine, outs, logits,
+                         copy.deepcopy(tiny_checkpoint(arch)[1]).double())
 
 
 def test_moe_batches_give_each_request_its_tokens_alone(tiny_checkpoint, batched_run):
